@@ -1,0 +1,92 @@
+"""The backend interface and registry."""
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, TextIO
+
+from ..errors import JobNotFoundError, SpecError
+from ..plan import Plan
+
+Report = Dict[str, Any]
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "KILLED")
+
+_REGISTRY = {
+    "local": "submarine_py.backends.local:LocalBackend",
+    "yarn": "submarine_py.backends.yarn:YarnBackend",
+}
+
+
+class Backend:
+    """Submits planned jobs and answers for them afterwards."""
+
+    name = "abstract"
+    #: How often :meth:`wait` asks for the job's state.
+    poll_seconds = 0.25
+
+    def check(self, plan: Plan) -> None:
+        """Refuse (``SpecError``) what the target can never run. Default: accept."""
+
+    def dryrun(self, plan: Plan) -> str:
+        """The backend-native request, printable, without submitting anything."""
+        raise NotImplementedError
+
+    def submit(self, plan: Plan, *, detach: bool = False) -> str:
+        """Start the job; returns its application id."""
+        raise NotImplementedError
+
+    def status(self, app_id: str) -> Report:
+        raise NotImplementedError
+
+    def kill(self, app_id: str) -> Report:
+        raise NotImplementedError
+
+    def list(self, include_finished: bool = False) -> List[Report]:
+        raise NotImplementedError
+
+    def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
+             follow: bool = False) -> None:
+        raise NotImplementedError
+
+    def wait(self, app_id: str, on_update: Optional[Callable[[Report], None]] = None) -> Report:
+        """Block until the job ends; ``on_update`` sees each new status."""
+        last = None
+        while True:
+            report = self.status(app_id)
+            key = _progress_key(report)
+            if on_update and key != last:
+                on_update(report)
+                last = key
+            if report.get("state") in TERMINAL_STATES and report.get("final", True):
+                return report
+            time.sleep(self.poll_seconds)
+
+
+def _progress_key(report: Report) -> Any:
+    return (report.get("state"), report.get("phase"), report.get("attempts"), report.get("running"),
+            tuple((t.get("role"), t.get("index"), t.get("state")) for t in report.get("tasks") or ()))
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    try:
+        module, _, cls = _REGISTRY[name].partition(":")
+    except KeyError:
+        raise SpecError([("--backend", f"expected one of {', '.join(_REGISTRY)}, got {name!r}")]) from None
+    return getattr(importlib.import_module(module), cls)(**options)
+
+
+def choose_backend(name: Optional[str]) -> str:
+    """The backend to use: the one named, else YARN where HADOOP_CONF_DIR is set, else local."""
+    if name:
+        return name
+    return "yarn" if os.environ.get("HADOOP_CONF_DIR") else "local"
+
+
+def backend_for_app(app_id: str) -> str:
+    if app_id.startswith("application_"):
+        return "yarn"
+    if app_id.startswith("local_"):
+        return "local"
+    raise JobNotFoundError(f"{app_id!r} is not a job id: YARN ids look like application_1700000000000_0001, "
+                           "local ones like local_20260101-120000_ab12")

@@ -1,0 +1,217 @@
+"""The client side of the local backend: start the AM process, follow it, kill it.
+
+Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
+``~/.submarine``)::
+
+    job.json      the validated spec and submission facts
+    am.log        the ApplicationMaster's decisions
+    am.json       the AM's pid, status URL and token (0600), once it is up
+    report.json   the final report, written by the AM
+    tasks/R-I/    each task's working directory, the spec's files copied in
+    logs/R-I.stdout, logs/R-I.stderr   each task's output, a header line per attempt
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, TextIO
+
+import requests
+
+from ...errors import BackendError, JobNotFoundError
+from ...plan import Plan
+from ...procs import die_with_parent, pid_alive
+from ..base import TERMINAL_STATES, Backend, Report
+
+AM_START_SECONDS = 30
+
+
+def subm_home() -> str:
+    return os.path.abspath(os.path.expanduser(os.environ.get("SUBM_HOME", "~/.submarine")))
+
+
+class LocalBackend(Backend):
+    name = "local"
+    poll_seconds = 0.1
+
+    def __init__(self, home: Optional[str] = None):
+        self.root = os.path.join(home or subm_home(), "local")
+        self._children: Dict[str, subprocess.Popen] = {}
+
+    # -- paths ------------------------------------------------------------------
+    def job_dir(self, app_id: str, must_exist: bool = True) -> str:
+        if not app_id.startswith("local_") or "/" in app_id or app_id in (".", ".."):
+            raise JobNotFoundError(f"{app_id!r} is not a local job id")
+        path = os.path.join(self.root, app_id)
+        if must_exist and not os.path.isfile(os.path.join(path, "job.json")):
+            raise JobNotFoundError(f"no local job {app_id} under {self.root}")
+        return path
+
+    def dryrun(self, plan: Plan) -> str:
+        lines = [f"# local backend: the AM and {len(plan.tasks)} executor process(es) on this machine",
+                 f"# AM: {sys.executable} -m submarine_py.runtime.am_main local $SUBM_HOME/local/<app_id>"]
+        for t in plan.tasks:
+            how = f"docker run {t.docker.image}" if t.docker else "process"
+            lines.append(f"{t.id}: {how}, {t.resources.to_dict()}, "
+                         f"{'tracked' if t.tracked else 'untracked'}: {t.command}")
+        return "\n".join(lines)
+
+    # -- submit -------------------------------------------------------------------
+    def submit(self, plan: Plan, *, detach: bool = False) -> str:
+        app_id = f"local_{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
+        job_dir = self.job_dir(app_id, must_exist=False)
+        os.makedirs(job_dir)
+        meta = {"app_id": app_id, "name": plan.job.name, "submitted_at": time.time(),
+                "spec": plan.job.to_dict(), "detached": detach}
+        with open(os.path.join(job_dir, "job.json"), "w") as f:
+            json.dump(meta, f, indent=2)
+        env = dict(os.environ)
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(os.path.join(job_dir, "am.log"), "ab") as am_log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "submarine_py.runtime.am_main", "local", job_dir],
+                cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=am_log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=None if detach else die_with_parent(signal.SIGTERM),
+            )
+        with open(os.path.join(job_dir, "am.pid"), "w") as f:
+            f.write(str(proc.pid))
+        self._children[app_id] = proc
+        deadline = time.monotonic() + AM_START_SECONDS
+        while not os.path.exists(os.path.join(job_dir, "am.json")):
+            if proc.poll() is not None and not os.path.exists(os.path.join(job_dir, "report.json")):
+                raise BackendError(f"the ApplicationMaster of {app_id} exited with code {proc.returncode} "
+                                   f"before starting:\n{_tail(os.path.join(job_dir, 'am.log'))}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise BackendError(f"the ApplicationMaster of {app_id} did not start within "
+                                   f"{AM_START_SECONDS} s; see {job_dir}/am.log")
+            time.sleep(0.02)
+        return app_id
+
+    # -- follow -------------------------------------------------------------------
+    def _am_info(self, job_dir: str) -> Dict[str, Any]:
+        try:
+            with open(os.path.join(job_dir, "am.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def _am_pid(self, job_dir: str) -> Optional[int]:
+        try:
+            with open(os.path.join(job_dir, "am.pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def status(self, app_id: str) -> Report:
+        job_dir = self.job_dir(app_id)
+        report_path = os.path.join(job_dir, "report.json")
+        if os.path.exists(report_path):
+            child = self._children.pop(app_id, None)
+            if child is not None:
+                child.wait()
+            with open(report_path) as f:
+                return dict(json.load(f), final=True)
+        info, pid = self._am_info(job_dir), self._am_pid(job_dir)
+        if info.get("url"):
+            try:
+                return dict(requests.get(info["url"] + "/v1/status", timeout=5).json(), final=False)
+            except (requests.RequestException, ValueError):
+                pass
+        if pid_alive(pid) and not _reaped(self._children.get(app_id)):
+            with open(os.path.join(job_dir, "job.json")) as f:
+                meta = json.load(f)
+            return {"app_id": app_id, "name": meta["name"], "state": "ACCEPTED", "phase": "STARTING",
+                    "backend": self.name, "tasks": [], "final": False}
+        if os.path.exists(report_path):
+            return self.status(app_id)
+        return {"app_id": app_id, "state": "FAILED", "backend": self.name, "final": True, "attempts": 1,
+                "diagnostics": f"the ApplicationMaster died without a report; see {job_dir}/am.log",
+                "tasks": [], "timings": {}}
+
+    def kill(self, app_id: str) -> Report:
+        job_dir = self.job_dir(app_id)
+        report = self.status(app_id)
+        if report.get("final"):
+            return report
+        pid = self._am_pid(job_dir)
+        if pid and pid_alive(pid):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            report = self.status(app_id)
+            if report.get("final"):
+                return report
+            time.sleep(0.1)
+        if pid and pid_alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+        return self.status(app_id)
+
+    def list(self, include_finished: bool = False) -> List[Report]:
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.root, "local_*", "job.json"))):
+            app_id = os.path.basename(os.path.dirname(path))
+            try:
+                report = self.status(app_id)
+            except (JobNotFoundError, OSError, ValueError):
+                continue
+            if include_finished or report.get("state") not in TERMINAL_STATES:
+                out.append(report)
+        return out
+
+    def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
+             follow: bool = False) -> None:
+        job_dir = self.job_dir(app_id)
+        pattern = f"{role or '*'}-{'*' if index is None else index}.*"
+        files = sorted(glob.glob(os.path.join(job_dir, "logs", pattern)))
+        if role is None and index is None:
+            files.insert(0, os.path.join(job_dir, "am.log"))
+        if not files:
+            raise JobNotFoundError(f"no logs for {role or 'any role'}{'' if index is None else ':' + str(index)} "
+                                   f"in {app_id}; roles: {', '.join(_roles(job_dir)) or 'none yet'}")
+        offsets = {p: 0 for p in files}
+        while True:
+            for p in files:
+                try:
+                    with open(p, "rb") as f:
+                        f.seek(offsets[p])
+                        data = f.read()
+                except OSError:
+                    continue
+                if data:
+                    if not follow or offsets[p] == 0:
+                        out.write(f"==> {os.path.relpath(p, job_dir)} <==\n")
+                    out.write(data.decode("utf-8", "replace"))
+                    out.flush()
+                    offsets[p] += len(data)
+            if not follow or self.status(app_id).get("final"):
+                if follow:
+                    follow = False
+                    continue
+                return
+            time.sleep(0.5)
+
+
+def _roles(job_dir: str) -> List[str]:
+    names = {os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(job_dir, "logs", "*"))}
+    return sorted(names)
+
+
+def _reaped(proc: Optional[subprocess.Popen]) -> bool:
+    return proc is not None and proc.poll() is not None
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""

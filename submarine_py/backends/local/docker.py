@@ -1,0 +1,60 @@
+"""Docker on the local backend: one ``docker run`` per task executor."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Dict, List
+
+from ...plan import TaskPlan
+
+LABEL = "subm.job"
+EXECUTOR_IN_CONTAINER = "/opt/submarine/executor.py"
+
+
+def docker_binary() -> str:
+    return shutil.which("docker") or "docker"
+
+
+def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: str, job_id: str,
+             name: str) -> List[str]:
+    """The ``docker run`` command line for one task's executor (the executor runs inside)."""
+    assert task.docker is not None
+    d = task.docker
+    argv = [docker_binary(), "run", "--rm", "--init", "--name", name,
+            "--label", f"{LABEL}={job_id}", "--label", f"subm.task={task.id}",
+            "--network", d.network, "-w", workdir,
+            "-v", f"{workdir}:{workdir}:rw",
+            "-v", f"{executor_path}:{EXECUTOR_IN_CONTAINER}:ro",
+            "--memory", f"{task.resources.memory_mb}m", "--cpus", str(task.resources.vcores)]
+    if os.getuid() != 0:
+        argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
+    for m in d.mounts:
+        argv += ["-v", m]
+    if task.resources.gpus:
+        argv += ["--gpus", str(task.resources.gpus)]
+    for k, v in env.items():
+        argv += ["-e", f"{k}={v}"]
+    argv += [d.image, "python3", EXECUTOR_IN_CONTAINER]
+    return argv
+
+
+def remove_container(name: str) -> None:
+    subprocess.run([docker_binary(), "rm", "-f", name], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)
+
+
+def job_containers(job_id: str) -> List[str]:
+    try:
+        out = subprocess.run([docker_binary(), "ps", "-aq", "--filter", f"label={LABEL}={job_id}"],
+                             capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return out.stdout.split()
+
+
+def remove_job_containers(job_id: str) -> None:
+    ids = job_containers(job_id)
+    if ids:
+        subprocess.run([docker_binary(), "rm", "-f", *ids], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)

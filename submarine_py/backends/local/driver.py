@@ -1,0 +1,133 @@
+"""The AM side of the local backend: executors as local processes or Docker containers."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+from ...plan import TaskPlan
+from ...procs import die_with_parent, signal_group
+from ...runtime import executor as executor_module
+from ...runtime.driver import ContainerDriver, Ended
+from . import docker as local_docker
+
+EXECUTOR_PATH = os.path.abspath(executor_module.__file__)
+
+
+class LocalDriver(ContainerDriver):
+    name = "local"
+
+    def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1"):
+        self.job_dir = job_dir
+        self.job_id = job_id
+        self.files = files
+        self.host = host
+        self.procs: Dict[str, subprocess.Popen] = {}
+        self.tasks: Dict[str, TaskPlan] = {}
+        self.containers: Dict[str, str] = {}
+        self.launches = 0
+        self.stopping: Dict[str, float] = {}
+        self.used_docker = False
+
+    # -- layout -------------------------------------------------------------
+    def workdir(self, task: TaskPlan) -> str:
+        return os.path.join(self.job_dir, "tasks", f"{task.role}-{task.index}")
+
+    def log_path(self, task: TaskPlan, stream: str = "stdout") -> str:
+        return os.path.join(self.job_dir, "logs", f"{task.role}-{task.index}.{stream}")
+
+    def _prepare_workdir(self, task: TaskPlan) -> str:
+        wd = self.workdir(task)
+        if not os.path.isdir(wd):
+            os.makedirs(wd)
+            for dest, src in self.files.items():
+                target = os.path.join(wd, dest)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                if os.path.isdir(src):
+                    shutil.copytree(src, target, symlinks=True)
+                else:
+                    shutil.copy2(src, target)
+        return wd
+
+    # -- ContainerDriver ------------------------------------------------------
+    def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
+        self.launches += 1
+        ex_id = f"{task.role}-{task.index}-e{self.launches}"
+        wd = self._prepare_workdir(task)
+        os.makedirs(os.path.dirname(self.log_path(task)), exist_ok=True)
+        full_env = dict(env, SUBM_EXECUTOR_ID=ex_id, SUBM_ADVERTISE_HOST=self.host, SUBM_WORKDIR=wd)
+        out = open(self.log_path(task, "stdout"), "ab")
+        err = open(self.log_path(task, "stderr"), "ab")
+        try:
+            if task.docker:
+                name = f"subm-{self.job_id}-{ex_id}".replace("_", "-")
+                argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name)
+                self.containers[ex_id] = name
+                self.used_docker = True
+                proc_env = dict(os.environ)
+            else:
+                argv = [sys.executable, EXECUTOR_PATH]
+                proc_env = dict(os.environ)
+                # `python` in a task's command is the interpreter that runs subm.
+                proc_env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + proc_env.get("PATH", "")
+                proc_env.update(full_env)
+            proc = subprocess.Popen(argv, cwd=wd, env=proc_env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+        finally:
+            out.close()
+            err.close()
+        self.procs[ex_id] = proc
+        self.tasks[ex_id] = task
+        return ex_id
+
+    def poll(self) -> List[Ended]:
+        ended = []
+        for ex_id, proc in list(self.procs.items()):
+            code = proc.poll()
+            if code is not None:
+                del self.procs[ex_id]
+                self.stopping.pop(ex_id, None)
+                self._remove_container(ex_id)
+                ended.append(Ended(ex_id, code if code >= 0 else 128 - code))
+            elif ex_id in self.stopping and time.monotonic() > self.stopping[ex_id]:
+                signal_group(proc.pid, signal.SIGKILL)
+        return ended
+
+    def kill(self, executor: str) -> None:
+        proc = self.procs.get(executor)
+        if proc is not None and proc.poll() is None:
+            signal_group(proc.pid, signal.SIGTERM)
+            self.stopping.setdefault(executor, time.monotonic() + 10)
+
+    def describe(self, executor: str) -> str:
+        proc = self.procs.get(executor)
+        if proc is None:
+            return "its executor has exited"
+        return f"executor process {proc.pid} started but not registered"
+
+    def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        return self.log_path(task)
+
+    def close(self) -> None:
+        for ex_id in list(self.procs):
+            self.kill(ex_id)
+        deadline = time.monotonic() + 12
+        while self.procs and time.monotonic() < deadline:
+            self.poll()
+            time.sleep(0.05)
+        for ex_id, proc in list(self.procs.items()):
+            signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self._remove_container(ex_id)
+        self.procs.clear()
+        if self.used_docker:
+            local_docker.remove_job_containers(self.job_id)
+
+    def _remove_container(self, ex_id: str) -> None:
+        name = self.containers.pop(ex_id, None)
+        if name:
+            local_docker.remove_container(name)

@@ -1,0 +1,208 @@
+"""``subm``: the command line. Catches :class:`SubmarineError` once, prints ``Error: ...``.
+
+Exit codes: 0 the job succeeded (or the command did what was asked), 1 the job
+failed or was killed (or a backend error), 2 bad input.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any, Dict, Optional, Tuple
+
+import click
+
+from . import __version__
+from .errors import SpecError, SubmarineError
+from .output import format_plan, format_progress, format_report, public_report, to_json
+
+OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text",
+                      envvar="SUBM_OUTPUT", show_default=True, help="Text for people, JSON for CI.")
+SET = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                   help="A template variable for the job file (repeatable).")
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SubmarineError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="subm")
+def main() -> None:
+    """Run distributed deep-learning jobs on YARN or on this machine."""
+
+
+def _load(job_file: str, sets: Tuple[str, ...]):
+    from .plan import make_plan
+    from .spec import load_job, parse_set_options
+
+    return make_plan(load_job(job_file, parse_set_options(sets)))
+
+
+@main.command()
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@SET
+@OUTPUT
+def validate(job_file: str, sets: Tuple[str, ...], output: str) -> None:
+    """Check a job file and print the plan: tasks, resources, environments."""
+    plan = _load(job_file, sets)
+    cluster = plan.placeholder_cluster()
+    envs = {t.id: plan.task_env(t, cluster, "<app_id>", 0) for t in plan.tasks}
+    if output == "json":
+        d = plan.to_dict()
+        for t in d["tasks"]:
+            t["env"] = envs[t["id"]]
+        click.echo(to_json(d))
+    else:
+        click.echo(format_plan(plan, envs))
+        click.echo("OK: the job is valid.", err=True)
+
+
+@main.command()
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@SET
+@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
+              help="Where to run; default: yarn where HADOOP_CONF_DIR is set, else local.")
+@OUTPUT
+@click.option("--detach", "-d", is_flag=True, help="Return once submitted, printing the application id.")
+@click.option("--dry-run", is_flag=True, help="Print the backend's request; submit nothing.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
+        dry_run: bool, quiet: bool) -> None:
+    """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
+    from .backends import choose_backend, get_backend
+
+    plan = _load(job_file, sets)
+    name = choose_backend(backend)
+    why = "" if backend else (" (HADOOP_CONF_DIR is set)" if name == "yarn" else " (no HADOOP_CONF_DIR)")
+    be = get_backend(name)
+    be.check(plan)
+    if dry_run:
+        click.echo(be.dryrun(plan))
+        return
+    if not quiet or output == "text":
+        click.echo(f"Backend: {name}{why}", err=True)
+    with _TermAsInterrupt():
+        app_id = be.submit(plan, detach=detach)
+        if detach:
+            click.echo(to_json({"app_id": app_id, "backend": name}) if output == "json" else app_id)
+            return
+        click.echo(f"Submitted {plan.job.name} as {app_id}", err=True)
+        start = time.monotonic()
+
+        def progress(report: Dict[str, Any]) -> None:
+            if not quiet:
+                click.echo(format_progress(report, time.monotonic() - start), err=True)
+
+        try:
+            report = be.wait(app_id, on_update=progress)
+        except KeyboardInterrupt:
+            click.echo(f"Interrupted: killing {app_id}", err=True)
+            report = be.kill(app_id)
+    _print_report(report, output)
+    sys.exit(0 if report.get("state") == "SUCCEEDED" else 1)
+
+
+def _print_report(report: Dict[str, Any], output: str) -> None:
+    click.echo(to_json(public_report(report)) if output == "json" else format_report(report))
+
+
+class _TermAsInterrupt:
+    """SIGTERM behaves like Ctrl-C while a job is followed, so both stop it."""
+
+    def __enter__(self) -> None:
+        self.old = signal.signal(signal.SIGTERM, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        signal.signal(signal.SIGTERM, self.old)
+
+
+def _backend_for(app_id: str):
+    from .backends import backend_for_app, get_backend
+
+    return get_backend(backend_for_app(app_id))
+
+
+@main.command()
+@click.argument("app_id")
+@OUTPUT
+def status(app_id: str, output: str) -> None:
+    """Show a job's state and tasks."""
+    report = _backend_for(app_id).status(app_id)
+    _print_report(report, output)
+
+
+@main.command(name="list")
+@click.option("--all", "-a", "include_all", is_flag=True, help="Include finished jobs.")
+@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
+              help="Default: yarn where HADOOP_CONF_DIR is set, else local.")
+@OUTPUT
+def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
+    """List jobs (running ones unless --all)."""
+    from .backends import choose_backend, get_backend
+
+    jobs = get_backend(choose_backend(backend)).list(include_finished=include_all)
+    if output == "json":
+        click.echo(to_json([{k: j.get(k) for k in ("app_id", "name", "state", "attempts")} for j in jobs]))
+        return
+    if not jobs:
+        click.echo("no jobs" + ("" if include_all else " running (--all shows finished ones)"), err=True)
+        return
+    width = max(len(j["app_id"]) for j in jobs)
+    for j in jobs:
+        click.echo(f"{j['app_id'].ljust(width)}  {str(j.get('state')).ljust(9)}  {j.get('name') or ''}")
+
+
+@main.command()
+@click.argument("app_id")
+@OUTPUT
+def kill(app_id: str, output: str) -> None:
+    """Stop a job and every one of its tasks."""
+    report = _backend_for(app_id).kill(app_id)
+    _print_report(report, output)
+
+
+@main.command()
+@click.argument("app_id")
+@click.option("--role", "-r", help="Only this role's tasks.")
+@click.option("--index", "-i", type=int, help="Only this task index.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -> None:
+    """Print tasks' stdout/stderr (and the AM's log when no role is given)."""
+    try:
+        _backend_for(app_id).logs(app_id, sys.stdout, role=role, index=index, follow=follow)
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.option("--framework", "-f", type=click.Choice(["pytorch", "tensorflow", "custom"]), default="pytorch",
+              show_default=True)
+@click.option("--name", "-n", default=None, help="Job name (default: the directory's name).")
+@click.option("--path", "-p", type=click.Path(dir_okay=False), default="job.yaml", show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(framework: str, name: Optional[str], path: str, force: bool) -> None:
+    """Write a commented starting job file."""
+    from .templating import render
+
+    if os.path.exists(path) and not force:
+        raise SpecError([("--path", f"{path} exists; pass --force to overwrite it")])
+    name = name or os.path.basename(os.path.dirname(os.path.abspath(path))) or "my-job"
+    text = render(f"init/{framework}.yaml.j2", name=name)
+    with open(path, "w") as f:
+        f.write(text)
+    click.echo(f"Wrote {path}; check it with: subm validate {path}", err=True)
+
+
+if __name__ == "__main__":
+    main()

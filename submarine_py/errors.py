@@ -1,0 +1,47 @@
+"""The one exception family of submarine-py.
+
+Every error the project raises on purpose derives from :class:`SubmarineError`;
+each subclass also inherits the matching built-in, so callers may catch either.
+The CLI catches ``SubmarineError`` once and prints ``Error: ...``.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Tuple
+
+
+class SubmarineError(Exception):
+    """Base class of every error submarine-py raises on purpose."""
+
+    exit_code = 1
+
+
+class SpecError(SubmarineError, ValueError):
+    """A job spec (or a command's input) is invalid.
+
+    Holds every problem found, each as ``(path, message)``, so one run of
+    ``subm validate`` reports them all.
+    """
+
+    exit_code = 2
+
+    def __init__(self, problems: Iterable[Tuple[str, str]]):
+        self.problems: List[Tuple[str, str]] = list(problems)
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        lines = [f"{path}: {msg}" if path else msg for path, msg in self.problems]
+        if len(lines) == 1:
+            return lines[0]
+        return f"{len(lines)} problems in the job spec:\n" + "\n".join("  " + line for line in lines)
+
+
+class BackendError(SubmarineError, RuntimeError):
+    """A backend (local or YARN) could not do what was asked."""
+
+
+class ClusterLimitError(SpecError):
+    """The spec asks for more than the target cluster can ever give."""
+
+
+class JobNotFoundError(SubmarineError, LookupError):
+    """No job with that id is known to the backend."""

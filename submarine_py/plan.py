@@ -1,0 +1,103 @@
+"""The plan: a job spec turned into concrete tasks and, once their addresses
+are known, each task's environment. Pure functions only; backends and the
+ApplicationMaster call into this.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .frameworks import Framework, get_framework
+from .spec.model import DockerSpec, JobSpec, Resources
+
+Address = str  # "host:port"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    role: str
+    index: int
+    command: str
+    resources: Resources
+    tracked: bool
+    env: Mapping[str, str] = field(default_factory=dict)
+    docker: Optional[DockerSpec] = None
+    node_label: Optional[str] = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.role}:{self.index}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: JobSpec
+    tasks: Tuple[TaskPlan, ...]
+
+    @property
+    def framework(self) -> Framework:
+        return get_framework(self.job.framework)
+
+    def task(self, role: str, index: int) -> TaskPlan:
+        for t in self.tasks:
+            if t.role == role and t.index == index:
+                return t
+        raise KeyError(f"{role}:{index}")
+
+    def roles(self) -> List[str]:
+        return list(self.job.roles)
+
+    def cluster_spec(self, addresses: Mapping[Tuple[str, int], Address]) -> Dict[str, List[Address]]:
+        """role -> addresses in index order, from ``{(role, index): 'host:port'}``."""
+        return {
+            role: [addresses[(role, i)] for i in range(spec.instances)]
+            for role, spec in self.job.roles.items()
+        }
+
+    def placeholder_cluster(self) -> Dict[str, List[Address]]:
+        """The cluster spec with ``<role.index.host>:<role.index.port>`` placeholders."""
+        return self.cluster_spec({
+            (t.role, t.index): f"<{t.role}.{t.index}.host>:<{t.role}.{t.index}.port>" for t in self.tasks
+        })
+
+    def task_env(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
+                 attempt: int) -> Dict[str, str]:
+        """Everything a task's process gets on top of its inherited environment."""
+        own = cluster[task.role][task.index]
+        env = dict(task.env)
+        env.update(self.framework.env(cluster, task.role, task.index))
+        env.update({
+            "SUBM_JOB_ID": job_id,
+            "SUBM_JOB_NAME": self.job.name,
+            "SUBM_FRAMEWORK": self.job.framework,
+            "SUBM_ROLE": task.role,
+            "SUBM_INDEX": str(task.index),
+            "SUBM_ATTEMPT": str(attempt),
+            "SUBM_HOST": own.rsplit(":", 1)[0],
+            "SUBM_PORT": own.rsplit(":", 1)[1],
+            "SUBM_NUM_TASKS": str(len(self.tasks)),
+            "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
+        })
+        return env
+
+    def to_dict(self) -> Dict:
+        return {"job": self.job.to_dict(), "tasks": [
+            {"id": t.id, "role": t.role, "index": t.index, "tracked": t.tracked,
+             "resources": t.resources.to_dict(), "command": t.command,
+             **({"docker": t.docker.to_dict()} if t.docker else {})}
+            for t in self.tasks
+        ]}
+
+
+def make_plan(job: JobSpec) -> Plan:
+    fw = get_framework(job.framework)
+    tasks = []
+    for role, spec in job.roles.items():
+        for i in range(spec.instances):
+            tasks.append(TaskPlan(
+                role=role, index=i, command=spec.command, resources=spec.resources,
+                tracked=fw.is_tracked(role, spec.tracked), env=dict(spec.env),
+                docker=spec.docker, node_label=spec.node_label,
+            ))
+    return Plan(job=job, tasks=tuple(tasks))

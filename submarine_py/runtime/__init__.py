@@ -1,0 +1,1 @@
+"""The job's runtime: the ApplicationMaster and the per-task executor."""

@@ -1,0 +1,417 @@
+"""The ApplicationMaster: gang start, cluster spec, watching, restart policy.
+
+One AM runs per job, on YARN (skein's master) or on this machine (the local
+backend). It starts one executor per task through a :class:`ContainerDriver`,
+waits until every executor has registered its ``host:port`` (the gang), sends
+each the command and environment (cluster spec included), and applies the
+job's restart policy when a task fails or its container is lost.
+
+Threads: HTTP handlers (executors' calls) change state under ``self.lock``;
+the main thread runs :meth:`run`, which alone calls the driver (so processes
+are started from one long-lived thread).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..plan import Plan, TaskPlan
+from .driver import ContainerDriver
+
+log = logging.getLogger("subm.am")
+
+TERMINAL = ("SUCCEEDED", "FAILED", "KILLED")
+STOP_GRACE_SECONDS = 10
+
+
+@dataclass
+class TaskState:
+    plan: TaskPlan
+    state: str = "PENDING"  # PENDING REGISTERED RUNNING SUCCEEDED FAILED STOPPED
+    attempt: int = 0
+    restarts: int = 0
+    exit_code: Optional[int] = None
+    executor: Optional[str] = None
+    address: Optional[str] = None
+    registered_attempt: Optional[int] = None
+    log: str = ""
+
+    @property
+    def key(self) -> Tuple[str, int]:
+        return (self.plan.role, self.plan.index)
+
+    @property
+    def host(self) -> Optional[str]:
+        return self.address.rsplit(":", 1)[0] if self.address else None
+
+
+@dataclass
+class ExecutorState:
+    id: str
+    role: str
+    index_hint: Optional[int] = None
+    task: Optional[Tuple[str, int]] = None
+    alive: bool = True
+    instructions: List[Dict[str, Any]] = field(default_factory=list)
+    info: Dict[str, Any] = field(default_factory=dict)
+
+
+class ApplicationMaster:
+    def __init__(self, plan: Plan, job_id: str, driver: ContainerDriver, *,
+                 submitted_at: Optional[float] = None, token: Optional[str] = None,
+                 report_path: Optional[str] = None):
+        self.plan = plan
+        self.job_id = job_id
+        self.driver = driver
+        self.token = token or secrets.token_hex(16)
+        self.report_path = report_path
+        self.submitted_at = submitted_at or time.time()
+        self.started_at = time.time()
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.tasks: Dict[Tuple[str, int], TaskState] = {(t.role, t.index): TaskState(t) for t in plan.tasks}
+        self.executors: Dict[str, ExecutorState] = {}
+        self.seq = 0
+        self.attempt = 0  # the gang's attempt (gang policy); tasks keep their own too
+        self.gang_restarts = 0
+        self.phase = "STARTING"  # STARTING RUNNING FINISHING DONE
+        self.state = "RUNNING"
+        self.diagnostics = ""
+        self.gang_started = time.monotonic()
+        self.gang_ready_seconds: Optional[float] = None
+        self.cluster: Optional[Dict[str, List[str]]] = None
+        self.to_launch: List[Tuple[str, int]] = [t.key for t in self.tasks.values()]
+        self.finished_at: Optional[float] = None
+        self.url = ""
+        #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
+        self.kill_requested: Optional[str] = None
+
+    # ------------------------------------------------------------------ utils
+    def _decide(self, msg: str, *args: Any) -> None:
+        log.info(msg, *args)
+
+    def _send(self, ex: ExecutorState, op: str, **kw: Any) -> None:
+        self.seq += 1
+        ex.instructions.append({"seq": self.seq, "op": op, **kw})
+        self.changed.notify_all()
+
+    def _live_executor(self, ts: TaskState) -> Optional[ExecutorState]:
+        ex = self.executors.get(ts.executor) if ts.executor else None
+        return ex if ex and ex.alive else None
+
+    def executor_env(self, task: TaskPlan) -> Dict[str, str]:
+        """What the driver must put in an executor's environment."""
+        return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
+                "SUBM_ROLE": task.role, "SUBM_INDEX": str(task.index)}
+
+    # -------------------------------------------------------- executor calls
+    def on_register(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        with self.lock:
+            ex_id, role = str(body["executor"]), str(body["role"])
+            ex = self.executors.get(ex_id)
+            if ex is None:
+                ex = self.executors[ex_id] = ExecutorState(ex_id, role)
+            ex.info.update({k: body.get(k) for k in ("pid", "container", "log_dirs", "host")})
+            if self.phase in ("FINISHING", "DONE"):
+                self._send(ex, "exit", code=0)
+                return {"index": body.get("index")}
+            ts = self.tasks.get(ex.task) if ex.task else None
+            if ts is None:
+                ts = self._assign(ex, body.get("index"))
+            if ts is None:
+                self._decide("executor %s of role %s has no task to run; telling it to leave", ex_id, role)
+                self._send(ex, "exit", code=0)
+                return {"index": None}
+            ts.address = f"{body['host']}:{int(body['port'])}"
+            ts.registered_attempt = ts.attempt
+            ts.state = "REGISTERED"
+            ts.log = self.driver.log_location(ts.plan, ex_id)
+            log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, ts.attempt, ex_id)
+            self._maybe_run()
+            return {"index": ts.plan.index, "attempt": ts.attempt}
+
+    def _assign(self, ex: ExecutorState, hint: Any) -> Optional[TaskState]:
+        candidates = [ts for ts in self.tasks.values()
+                      if ts.plan.role == ex.role and self._live_executor(ts) is None]
+        try:
+            wanted = int(hint) if hint is not None else None
+        except ValueError:
+            wanted = None
+        candidates.sort(key=lambda ts: (ts.plan.index != wanted, ts.plan.index))
+        if not candidates:
+            return None
+        ts = candidates[0]
+        ts.executor, ex.task = ex.id, ts.key
+        if ts.key in self.to_launch:  # an executor we did not launch for it (e.g. YARN instances)
+            self.to_launch.remove(ts.key)
+        return ts
+
+    def on_started(self, body: Dict[str, Any]) -> None:
+        with self.lock:
+            ex = self.executors.get(str(body["executor"]))
+            if ex:
+                ex.info["child_pid"] = body.get("pid")
+
+    def on_exit(self, body: Dict[str, Any]) -> None:
+        with self.lock:
+            ex = self.executors.get(str(body["executor"]))
+            if ex is None or ex.task is None:
+                return
+            ts = self.tasks[ex.task]
+            attempt, code = body.get("attempt"), int(body["exit_code"])
+            if attempt != ts.attempt or ts.state not in ("RUNNING", "REGISTERED"):
+                return  # an older attempt, stopped on purpose
+            self._task_ended(ts, code, stopped=bool(body.get("stopped")))
+
+    def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
+        deadline = time.monotonic() + wait
+        with self.lock:
+            while True:
+                ex = self.executors.get(executor)
+                pending = [i for i in ex.instructions if i["seq"] > after] if ex else []
+                if pending or time.monotonic() >= deadline:
+                    if ex:
+                        ex.instructions = pending
+                    return pending
+                self.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    # ------------------------------------------------------------ decisions
+    def _maybe_run(self) -> None:
+        """Start every registered task whose peers are all registered."""
+        if self.phase not in ("STARTING", "RUNNING"):
+            return
+        waiting = [ts for ts in self.tasks.values() if ts.state == "REGISTERED"]
+        if not waiting:
+            return
+        if self.phase == "STARTING":
+            if any(ts.state != "REGISTERED" for ts in self.tasks.values()):
+                return
+            elapsed = time.monotonic() - self.gang_started
+            if self.gang_ready_seconds is None:
+                self.gang_ready_seconds = round(time.time() - self.submitted_at, 3)
+            self._decide("gang ready: all %d tasks registered (attempt %d) in %.2f s",
+                         len(self.tasks), self.attempt, elapsed)
+            self.phase = "RUNNING"
+        self.cluster = self.plan.cluster_spec({ts.key: ts.address for ts in self.tasks.values()})
+        hold = self.plan.framework.reuses_port
+        for ts in waiting:
+            ex = self._live_executor(ts)
+            if ex is None:
+                continue
+            env = self.plan.task_env(ts.plan, self.cluster, self.job_id, ts.attempt)
+            header = (f"[subm] job={self.job_id} role={ts.plan.role} index={ts.plan.index} "
+                      f"attempt={ts.attempt} host={ts.host} container={ex.info.get('container') or ex.id} "
+                      f"command: {ts.plan.command}")
+            ts.state = "RUNNING"
+            self._send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
+                       hold_port=hold, header=header)
+
+    def _task_ended(self, ts: TaskState, code: int, stopped: bool = False, why: str = "") -> None:
+        ts.exit_code = code
+        if code == 0 and not stopped:
+            ts.state = "SUCCEEDED"
+            log.info("%s succeeded (attempt %d)", ts.plan.id, ts.attempt)
+            if all(t.state == "SUCCEEDED" for t in self.tasks.values() if t.plan.tracked):
+                untracked = [t.plan.id for t in self.tasks.values() if t.state == "RUNNING"]
+                self._decide("every tracked task succeeded%s",
+                             f"; stopping untracked tasks: {', '.join(untracked)}" if untracked else "")
+                self._finish("SUCCEEDED", "")
+            return
+        ts.state = "FAILED"
+        where = f"; log: {ts.log}" if ts.log else ""
+        reason = why or f"exit code {code}"
+        log.warning("%s failed with %s (attempt %d)%s", ts.plan.id, reason, ts.attempt, where)
+        policy, limit = self.plan.job.restart.policy, self.plan.job.restart.max_restarts
+        failure = f"{ts.plan.id} failed with {reason} (attempt {ts.attempt}){where}"
+        if policy == "gang" and self.gang_restarts < limit:
+            self.gang_restarts += 1
+            self._restart_gang(failure)
+        elif policy == "task" and ts.restarts < limit:
+            self._restart_task(ts, failure)
+        else:
+            spent = (f"after {limit} restart{'s' if limit != 1 else ''}"
+                     if policy != "never" and limit else f"restart policy '{policy}'"
+                     if policy == "never" else "max_restarts is 0")
+            self._finish("FAILED", f"{failure}; job failed ({spent})")
+
+    def _restart_gang(self, why: str) -> None:
+        self.attempt += 1
+        self._decide("restarting the gang: attempt %d of at most %d, because %s",
+                     self.attempt, self.plan.job.restart.max_restarts + 1, why)
+        self.phase = "STARTING"
+        self.gang_started = time.monotonic()
+        for ts in self.tasks.values():
+            ts.attempt = self.attempt
+            ts.restarts += 1
+            ts.state = "PENDING"
+            ts.exit_code = None
+            ex = self._live_executor(ts)
+            if ex is not None:
+                self._send(ex, "register", attempt=ts.attempt)
+            elif ts.key not in self.to_launch:
+                self.to_launch.append(ts.key)
+
+    def _restart_task(self, ts: TaskState, why: str) -> None:
+        ts.restarts += 1
+        ts.attempt += 1
+        ts.state = "PENDING"
+        ts.exit_code = None
+        self._decide("restarting %s alone: its attempt %d, because %s", ts.plan.id, ts.attempt, why)
+        ex = self._live_executor(ts)
+        if ex is not None:
+            self._send(ex, "register", attempt=ts.attempt)
+        elif ts.key not in self.to_launch:
+            self.to_launch.append(ts.key)
+
+    def _finish(self, state: str, diagnostics: str) -> None:
+        if self.phase in ("FINISHING", "DONE"):
+            return
+        self.state, self.diagnostics = state, diagnostics
+        self.phase = "FINISHING"
+        self.finished_at = time.time()
+        for ts in self.tasks.values():
+            if ts.state in ("RUNNING", "REGISTERED", "PENDING"):
+                ts.state = "STOPPED" if state != "KILLED" else "KILLED"
+        for ex in self.executors.values():
+            if ex.alive:
+                self._send(ex, "exit", code=0, grace=STOP_GRACE_SECONDS)
+        self.to_launch.clear()
+        if diagnostics:
+            log.info("job %s: %s", state, diagnostics)
+
+    def kill(self, why: str = "killed by request") -> None:
+        with self.lock:
+            self._decide("stopping every task: %s", why)
+            self._finish("KILLED", why)
+
+    # ------------------------------------------------------------- main loop
+    def run(self) -> Dict[str, Any]:
+        """Drive the job to its end; returns the report."""
+        log.info("AM for job %s (%s, %d tasks, restart %s, max_restarts %d) on %s; status at %s",
+                 self.job_id, self.plan.job.framework, len(self.tasks), self.plan.job.restart.policy,
+                 self.plan.job.restart.max_restarts, self.driver.name, self.url)
+        job_deadline = (time.monotonic() + self.plan.job.timeouts.job_seconds
+                        if self.plan.job.timeouts.job_seconds else None)
+        finishing_since: Optional[float] = None
+        while True:
+            if self.kill_requested:
+                self.kill(self.kill_requested)
+                self.kill_requested = None
+            with self.lock:
+                launch = [self.tasks[k] for k in self.to_launch]
+                self.to_launch = []
+            for ts in launch:
+                self._launch(ts)
+            for ended in self.driver.poll():
+                self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics)
+            with self.lock:
+                now = time.monotonic()
+                if self.phase == "STARTING" and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
+                    self._gang_timeout()
+                if job_deadline and now > job_deadline and self.phase in ("STARTING", "RUNNING"):
+                    self._finish("FAILED", f"the job ran longer than timeouts.job_seconds "
+                                           f"({self.plan.job.timeouts.job_seconds} s)")
+                if self.phase == "FINISHING":
+                    finishing_since = finishing_since or now
+                    alive = [e for e in self.executors.values() if e.alive]
+                    if not alive or now - finishing_since > STOP_GRACE_SECONDS + 5:
+                        break
+            time.sleep(0.05)
+        for ex in [e for e in self.executors.values() if e.alive]:
+            self.driver.kill(ex.id)
+        self.driver.close()
+        with self.lock:
+            self.phase = "DONE"
+            report = self.report()
+            self.changed.notify_all()
+        if self.report_path:
+            tmp = self.report_path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(report, f, indent=2)
+            os.replace(tmp, self.report_path)
+        self.driver.finish(self.state, self.diagnostics)
+        log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
+                 report["attempts"], report["timings"]["total_seconds"])
+        return report
+
+    def _launch(self, ts: TaskState) -> None:
+        try:
+            ex_id = self.driver.launch(ts.plan, self.executor_env(ts.plan))
+        except Exception as exc:  # the cluster refused: the job cannot run
+            log.exception("could not start an executor for %s", ts.plan.id)
+            with self.lock:
+                self._finish("FAILED", f"could not start {ts.plan.id}: {exc}")
+            return
+        with self.lock:
+            ex = self.executors.setdefault(ex_id, ExecutorState(ex_id, ts.plan.role))
+            ex.index_hint, ex.task, ts.executor = ts.plan.index, ts.key, ex_id
+            ts.log = self.driver.log_location(ts.plan, ex_id)
+        log.info("started executor %s for %s", ex_id, ts.plan.id)
+
+    def _executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str) -> None:
+        with self.lock:
+            ex = self.executors.get(ex_id)
+            if ex is None or not ex.alive:
+                return
+            ex.alive = False
+            self.changed.notify_all()
+            ts = self.tasks.get(ex.task) if ex.task else None
+            if ts is None or ts.executor != ex_id or self.phase in ("FINISHING", "DONE"):
+                return
+            detail = f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
+            if ts.state == "SUCCEEDED":
+                return
+            log.warning("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail)
+            ts.executor = None
+            self._task_ended(ts, code if code not in (None, 0) else 1, why=detail)
+            if self.phase in ("STARTING", "RUNNING") and self._live_executor(ts) is None \
+                    and ts.state == "PENDING" and ts.key not in self.to_launch:
+                self.to_launch.append(ts.key)
+
+    def _gang_timeout(self) -> None:
+        missing = [ts for ts in self.tasks.values() if ts.state not in ("REGISTERED", "RUNNING")]
+        parts = []
+        for ts in missing:
+            word = self.driver.describe(ts.executor) if ts.executor else "no container yet"
+            parts.append(f"{ts.plan.id} ({word or 'not registered'})")
+        self._finish("FAILED", f"gang not complete within timeouts.gang_seconds "
+                               f"({self.plan.job.timeouts.gang_seconds} s), attempt {self.attempt}; "
+                               f"missing: {', '.join(parts)}")
+
+    # ---------------------------------------------------------------- report
+    def report(self) -> Dict[str, Any]:
+        with self.lock:
+            end = self.finished_at or time.time()
+            tasks = [{
+                "role": ts.plan.role, "index": ts.plan.index, "state": ts.state,
+                "exit_code": ts.exit_code, "restarts": ts.restarts, "attempt": ts.attempt,
+                "host": ts.host, "address": ts.address, "tracked": ts.plan.tracked, "log": ts.log,
+                "executor": ts.executor, "command": ts.plan.command,
+            } for ts in self.tasks.values()]
+            running = sum(1 for ts in self.tasks.values() if ts.state == "RUNNING")
+            return {
+                "app_id": self.job_id,
+                "name": self.plan.job.name,
+                "framework": self.plan.job.framework,
+                "backend": self.driver.name,
+                "state": self.state if self.phase in ("FINISHING", "DONE") else "RUNNING",
+                "phase": self.phase,
+                "attempts": 1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0)),
+                "diagnostics": self.diagnostics,
+                "running": running,
+                "total": len(self.tasks),
+                "tasks": tasks,
+                "cluster_spec": self.cluster,
+                "timings": {
+                    "gang_ready_seconds": self.gang_ready_seconds,
+                    "total_seconds": round(end - self.submitted_at, 3),
+                },
+                "status_url": self.url,
+            }
+

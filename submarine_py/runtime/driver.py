@@ -1,0 +1,60 @@
+"""The interface between the ApplicationMaster and whatever runs containers.
+
+The AM's logic knows nothing of YARN or local processes: a backend gives it a
+:class:`ContainerDriver` that starts executors and says when one has ended.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from ..plan import TaskPlan
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An executor (its container) that is gone."""
+
+    executor: str
+    exit_code: Optional[int]
+    diagnostics: str = ""
+
+
+class ContainerDriver:
+    """Starts executors for tasks and reports the ones that ended."""
+
+    #: Name shown in logs and reports ("local", "yarn").
+    name = "abstract"
+
+    def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
+        """Start an executor for ``task`` with ``env`` added; return its executor id."""
+        raise NotImplementedError
+
+    def poll(self) -> List[Ended]:
+        """Executors that ended since the last call."""
+        raise NotImplementedError
+
+    def kill(self, executor: str) -> None:
+        """Stop an executor (and its task) now."""
+        raise NotImplementedError
+
+    def describe(self, executor: str) -> str:
+        """A short word on an executor that has not registered (e.g. 'pending in queue default')."""
+        return ""
+
+    def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        """Where the task's stdout/stderr can be read (a path or a URL)."""
+        return ""
+
+    def executor_host(self) -> Optional[str]:
+        """The host executors should advertise, when the driver knows it."""
+        return None
+
+    def set_status_url(self, url: str) -> None:
+        """Make the AM's status page reachable (YARN: the tracking URL)."""
+
+    def finish(self, state: str, diagnostics: str) -> None:
+        """Record the job's final state with the cluster manager."""
+
+    def close(self) -> None:
+        """Make sure no executor of this job is left running."""

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""submarine-py executor: one per task container, standard library only.
+
+It must run inside any user image that has ``python3``, so it imports nothing
+outside the standard library and is shipped to containers as this one file.
+
+Life of an executor::
+
+    reserve a free port and hold it       (no other process can take it)
+    register host:port with the AM        POST /v1/register
+    wait for instructions                 GET  /v1/next   (long poll)
+      run:      start the task's command with the environment the AM built
+      stop:     stop the command (SIGTERM to its process group, then SIGKILL)
+      register: re-register for the next attempt (same port when possible)
+      exit:     leave
+    report every exit of the command      POST /v1/exit
+
+The executor outlives attempts, so a gang restart needs no new containers.
+Settings come from the environment: SUBM_AM_URL, SUBM_TOKEN, SUBM_EXECUTOR_ID,
+SUBM_ROLE, and optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST,
+SUBM_WORKDIR.
+"""
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
+POLL_SECONDS = 20
+PR_SET_PDEATHSIG = 1
+
+
+def _log(msg):
+    sys.stderr.write("[subm-executor %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+def _die_with_parent(sig=signal.SIGKILL):
+    """Ask Linux to signal this process when its parent exits (no orphans)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except Exception:  # not Linux: best effort only
+        pass
+
+
+class AMClient:
+    def __init__(self, url, token, executor_id):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.executor_id = executor_id
+
+    def call(self, method, path, body=None, timeout=10.0, retry_for=AM_LOST_SECONDS):
+        data = None if body is None else json.dumps(body).encode()
+        deadline = time.monotonic() + retry_for
+        delay = 0.1
+        while True:
+            req = urllib.request.Request(self.url + path, data=data, method=method)
+            req.add_header("Authorization", "Bearer " + self.token)
+            req.add_header("Content-Type", "application/json")
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as resp:
+                    return json.loads(resp.read() or b"{}")
+            except urllib.error.HTTPError as exc:
+                if 400 <= exc.code < 500:
+                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, exc.code, exc.read()[:200]))
+                err = exc
+            except (OSError, ValueError) as exc:
+                err = exc
+            if time.monotonic() > deadline:
+                raise ConnectionError("the ApplicationMaster at %s is unreachable: %s" % (self.url, err))
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+class PortReservation:
+    """A bound (not listening) socket that keeps other processes off a port.
+
+    SO_REUSEADDR lets a framework that also sets it (PyTorch's TCPStore, gRPC)
+    bind and listen on the port while we still hold it; the kernel hands the
+    port to nobody else's ``bind(0)`` meanwhile.
+    """
+
+    def __init__(self, preferred=0):
+        self.sock = None
+        self.port = 0
+        for port in ((preferred, 0) if preferred else (0,)):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("", port))
+            except OSError:
+                s.close()
+                continue
+            self.sock, self.port = s, s.getsockname()[1]
+            return
+        raise OSError("no free port")
+
+    def release(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+class Executor:
+    def __init__(self, env):
+        self.env = env
+        self.executor_id = env["SUBM_EXECUTOR_ID"]
+        self.role = env["SUBM_ROLE"]
+        self.index_hint = env.get("SUBM_INDEX")
+        self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
+        self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
+        self.am = AMClient(env["SUBM_AM_URL"], env["SUBM_TOKEN"], self.executor_id)
+        self.instructions = queue.Queue()
+        self.reservation = None
+        self.child = None
+        self.child_attempt = None
+        self.stopping = False
+        self.seq = 0
+        self.done = threading.Event()
+
+    # -- AM communication ----------------------------------------------------
+    def register(self, attempt=None):
+        preferred = self.reservation.port if self.reservation else 0
+        if self.reservation is None or self.reservation.sock is None:
+            self.reservation = PortReservation(preferred)
+        body = {"executor": self.executor_id, "role": self.role, "index": self.index_hint,
+                "host": self.host, "port": self.reservation.port, "pid": os.getpid(),
+                "attempt": attempt, "container": self.env.get("CONTAINER_ID"),
+                "log_dirs": self.env.get("LOG_DIRS")}
+        reply = self.am.call("POST", "/v1/register", body)
+        self.index_hint = str(reply.get("index", self.index_hint))
+
+    def poll_forever(self):
+        """Long-poll the AM for instructions and queue them for the main loop."""
+        while not self.done.is_set():
+            try:
+                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d" % (self.executor_id, self.seq),
+                                     timeout=POLL_SECONDS + 10)
+            except Exception as exc:  # AM gone for good: stop the task, leave
+                self.instructions.put({"op": "am-lost", "why": str(exc)})
+                return
+            for instr in reply.get("instructions", []):
+                self.seq = max(self.seq, instr["seq"])
+                self.instructions.put(instr)
+
+    # -- the task's process --------------------------------------------------
+    def start(self, instr):
+        env = dict(os.environ)
+        for k in ("SUBM_TOKEN", "SUBM_AM_URL", "SUBM_EXECUTOR_ID"):
+            env.pop(k, None)
+        env.update(instr["env"])
+        header = instr.get("header") or "[subm] %s attempt %s" % (self.role, instr["attempt"])
+        for stream in (sys.stdout, sys.stderr):
+            stream.write(header + "\n")
+            stream.flush()
+        if not instr.get("hold_port"):
+            self.reservation.release()
+        cwd = instr.get("workdir") or self.workdir
+        try:
+            self.child = subprocess.Popen(
+                ["/bin/sh", "-c", instr["command"]], cwd=cwd, env=env,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            sys.stderr.write("[subm] cannot start the command: %s\n" % exc)
+            sys.stderr.flush()
+            self.report_exit(instr["attempt"], 127, stopped=False)
+            return
+        self.child_attempt = instr["attempt"]
+        self.stopping = False
+        try:
+            self.am.call("POST", "/v1/started", {"executor": self.executor_id, "attempt": instr["attempt"],
+                                                 "pid": self.child.pid})
+        except Exception as exc:
+            _log("could not tell the AM the task started: %s" % exc)
+
+    def stop_child(self, grace):
+        if self.child is None or self.child.poll() is not None:
+            return
+        self.stopping = True
+        _signal_group(self.child.pid, signal.SIGTERM)
+        try:
+            self.child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.child.pid, signal.SIGKILL)
+            self.child.wait()
+
+    def check_child(self):
+        if self.child is None or self.child.poll() is None:
+            return
+        code = self.child.returncode
+        if code < 0:
+            code = 128 - code  # like a shell: killed by signal N -> 128+N
+        _signal_group(self.child.pid, signal.SIGKILL)  # whatever the command left behind
+        attempt, stopped = self.child_attempt, self.stopping
+        self.child = None
+        self.report_exit(attempt, code, stopped)
+
+    def report_exit(self, attempt, code, stopped):
+        try:
+            self.am.call("POST", "/v1/exit", {"executor": self.executor_id, "attempt": attempt,
+                                              "exit_code": code, "stopped": stopped})
+        except Exception as exc:
+            _log("could not report exit code %s to the AM: %s" % (code, exc))
+
+    # -- main loop -------------------------------------------------------------
+    def run(self):
+        self.register()
+        threading.Thread(target=self.poll_forever, daemon=True).start()
+        while True:
+            self.check_child()
+            try:
+                instr = self.instructions.get(timeout=0.05 if self.child else 1.0)
+            except queue.Empty:
+                continue
+            op = instr["op"]
+            if op == "run":
+                if self.child is None:
+                    self.start(instr)
+            elif op == "stop":
+                self.stop_child(float(instr.get("grace", 10)))
+                self.check_child()
+            elif op == "register":
+                self.stop_child(10)
+                self.check_child()
+                self.register(instr.get("attempt"))
+            elif op in ("exit", "am-lost"):
+                if op == "am-lost":
+                    _log(instr.get("why", "the AM is gone"))
+                self.stop_child(float(instr.get("grace", 10)))
+                self.check_child()
+                self.done.set()
+                return int(instr.get("code", 0 if op == "exit" else 1))
+
+
+def _signal_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main():
+    _die_with_parent(signal.SIGTERM)
+    executor = Executor(os.environ)
+
+    def on_signal(signum, frame):
+        executor.stop_child(float(os.environ.get("SUBM_STOP_GRACE", "5")))
+        sys.exit(128 + signum)
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    try:
+        code = executor.run()
+    except (ConnectionError, RuntimeError) as exc:
+        _log(str(exc))
+        executor.stop_child(5)
+        code = 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

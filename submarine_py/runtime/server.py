@@ -1,0 +1,97 @@
+"""The AM's HTTP endpoint: the executors' API and the status page.
+
+Executor calls carry the job's token (``Authorization: Bearer``); the status
+page and ``/v1/status`` are read-only and open, as YARN's own UI is.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, Tuple
+from urllib.parse import parse_qs, urlparse
+
+from ..templating import render
+from .am import ApplicationMaster
+
+log = logging.getLogger("subm.am.http")
+MAX_BODY = 1 << 20
+
+
+def serve(am: ApplicationMaster, host: str = "0.0.0.0", port: int = 0) -> Tuple[ThreadingHTTPServer, int]:
+    """Serve ``am`` on a background thread; returns the server and its port."""
+
+    class Handler(_Handler):
+        master = am
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="am-http", daemon=True).start()
+    return server, server.server_address[1]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    master: ApplicationMaster
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # keep the AM log for decisions
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def _reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
+        data = (json.dumps(body) if ctype == "application/json" else body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype + "; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        got = self.headers.get("Authorization", "")
+        if hmac.compare_digest(got.encode(), f"Bearer {self.master.token}".encode()):
+            return True
+        self._reply(401, {"error": "missing or wrong token"})
+        return False
+
+    def _body(self) -> Dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            raise ValueError("body too large")
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def do_GET(self) -> None:  # noqa: N802
+        url = urlparse(self.path)
+        path = url.path.rstrip("/") or "/"
+        if path.endswith("/v1/status"):
+            return self._reply(200, self.master.report())
+        if path == "/v1/next":
+            if not self._authorized():
+                return
+            q = parse_qs(url.query)
+            items = self.master.next_instructions(q["executor"][0], int(q.get("after", ["0"])[0]), wait=20.0)
+            return self._reply(200, {"instructions": items})
+        if path in ("/", "/status", "/index.html") or path.endswith("/status"):
+            html = render("status.html.j2", report=self.master.report())
+            return self._reply(200, html, "text/html")
+        self._reply(404, {"error": f"no such path {url.path}"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if not self._authorized():
+            return
+        try:
+            body = self._body()
+            path = urlparse(self.path).path
+            if path == "/v1/register":
+                return self._reply(200, self.master.on_register(body))
+            if path == "/v1/started":
+                self.master.on_started(body)
+            elif path == "/v1/exit":
+                self.master.on_exit(body)
+            elif path == "/v1/kill":
+                self.master.kill(str(body.get("why") or "killed by request"))
+            else:
+                return self._reply(404, {"error": f"no such path {path}"})
+            self._reply(200, {"ok": True})
+        except (KeyError, ValueError, TypeError) as exc:
+            self._reply(400, {"error": f"bad request: {exc}"})

@@ -1,0 +1,151 @@
+"""Reading a job file: Jinja2 rendering, then safe, bounded YAML loading."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+import jinja2
+import jinja2.sandbox
+import yaml
+
+from ..errors import SpecError
+
+#: A job file larger than this is refused before rendering.
+MAX_FILE_BYTES = 1 << 20
+#: A YAML document that expands (through aliases) to more nodes than this is refused.
+MAX_YAML_NODES = 100_000
+
+
+def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
+    """Turn ``--set key=value`` options into template variables.
+
+    Values are read as YAML scalars, so ``--set epochs=3`` gives the integer 3
+    and ``--set lr=0.1`` a float; anything else stays a string.
+    """
+    out: Dict[str, Any] = {}
+    problems = []
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            problems.append(("--set", f"expected key=value with an identifier as key, got {pair!r}"))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out[key] = raw if isinstance(value, (dict, list)) or value is None else value
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def render_template(text: str, variables: Mapping[str, Any], name: str = "job.yaml") -> str:
+    """Render a job file as a sandboxed Jinja2 template.
+
+    Undefined variables are errors unless the template gives a ``default``.
+    """
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    env.globals["env"] = _EnvLookup()
+    try:
+        return env.from_string(text).render(**dict(variables))
+    except jinja2.UndefinedError as exc:
+        raise SpecError([(
+            "template",
+            f"{exc.message} in {name}; pass it with --set NAME=VALUE or give it a "
+            "default: {{ NAME | default(VALUE) }}",
+        )]) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise SpecError([("template", f"{name} line {exc.lineno}: {exc.message}")]) from None
+    except jinja2.TemplateError as exc:
+        raise SpecError([("template", f"{name}: {exc}")]) from None
+
+
+class _EnvLookup:
+    """``{{ env.HOME }}`` or ``{{ env('NAME', 'fallback') }}`` in templates."""
+
+    def __getattr__(self, name: str) -> str:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name not in os.environ:
+            return jinja2.StrictUndefined(name=f"env.{name}")  # type: ignore[return-value]
+        return os.environ[name]
+
+    def __call__(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        return os.environ.get(name, default)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader (no object tags) that refuses alias bombs before constructing."""
+
+    def construct_document(self, node):  # type: ignore[override]
+        _check_expanded_size(node)
+        return super().construct_document(node)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    memo: Dict[int, int] = {}
+    active: set = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        if key in active:  # recursive structure
+            raise SpecError([("", "the YAML refers to itself through an alias; recursive documents are not allowed")])
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total += size(child)
+                if total > MAX_YAML_NODES:
+                    break
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k) + size(v)
+                if total > MAX_YAML_NODES:
+                    break
+        active.discard(key)
+        memo[key] = total
+        if total > MAX_YAML_NODES:
+            raise SpecError([("", f"the YAML expands to more than {MAX_YAML_NODES} nodes "
+                                  "(an alias bomb?); refusing to load it")])
+        return total
+
+    size(root)
+
+
+def load_yaml(text: str, name: str = "job.yaml") -> Any:
+    """Load one YAML document safely: no object tags, bounded alias expansion."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError([("", f"{name} is not valid YAML{where}: {exc.problem}")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([("", f"{name} is not valid YAML: {exc}")]) from None
+    except RecursionError:
+        raise SpecError([("", f"{name} nests too deeply")]) from None
+
+
+def load_job(path: str, variables: Optional[Mapping[str, Any]] = None):
+    """Read, render and validate a job file; returns a :class:`JobSpec`."""
+    from .model import JobSpec
+
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise SpecError([("", f"{path} is {size} bytes; job files are limited to {MAX_FILE_BYTES}")])
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise SpecError([("", f"cannot read {path}: {exc.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise SpecError([("", f"{path} is not UTF-8 text")]) from None
+    name = os.path.basename(path)
+    rendered = render_template(text, variables or {}, name=name)
+    data = load_yaml(rendered, name=name)
+    return JobSpec.from_dict(data, base_dir=os.path.dirname(os.path.abspath(path)))

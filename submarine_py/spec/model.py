@@ -1,0 +1,419 @@
+"""Typed, frozen job-spec dataclasses, validated when built from a dict.
+
+``JobSpec.from_dict`` collects every problem with its path
+(``roles.worker.resources.gpus: ...``) and raises one :class:`SpecError`.
+``JobSpec.to_dict`` gives a dict that ``from_dict`` reads back unchanged.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import SpecError
+from ..units import format_memory, parse_memory
+
+FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
+RESTART_POLICIES = ("gang", "task", "never")
+NETWORKS = ("host", "bridge", "none")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# [registry[:port]/]path[:tag][@digest], lower-case path components as Docker requires.
+_IMAGE = re.compile(
+    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+RESERVED_ENV_PREFIX = "SUBM_"
+
+
+@dataclass(frozen=True)
+class Resources:
+    memory_mb: int = 2048
+    vcores: int = 1
+    gpus: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"memory": format_memory(self.memory_mb), "vcores": self.vcores, "gpus": self.gpus}
+
+
+@dataclass(frozen=True)
+class DockerSpec:
+    image: str
+    mounts: Tuple[str, ...] = ()
+    network: str = "host"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"image": self.image, "mounts": list(self.mounts), "network": self.network}
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    policy: str = "gang"
+    max_restarts: int = 0
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    #: Every task up and registered within this many seconds, or the job fails.
+    gang_seconds: int = 300
+    #: The whole job must end within this many seconds (None: no limit).
+    job_seconds: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """How Python reaches YARN containers.
+
+    ``python``: an interpreter path present on every node (default: the
+    submitting interpreter). ``archive``: a conda-pack/venv-pack ``.tar.gz``
+    localized and unpacked by YARN; its interpreter is ``bin/python`` inside.
+    """
+
+    python: Optional[str] = None
+    archive: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: v for k, v in (("python", self.python), ("archive", self.archive)) if v}
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    name: str
+    command: str
+    instances: int = 1
+    resources: Resources = field(default_factory=Resources)
+    env: Mapping[str, str] = field(default_factory=dict)
+    docker: Optional[DockerSpec] = None
+    node_label: Optional[str] = None
+    #: None: the framework decides (e.g. TensorFlow ``ps`` is untracked).
+    tracked: Optional[bool] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {
+            "instances": self.instances,
+            "resources": self.resources.to_dict(),
+            "command": self.command,
+            "env": dict(self.env),
+        }
+        if self.docker:
+            d["docker"] = self.docker.to_dict()
+        if self.node_label:
+            d["node_label"] = self.node_label
+        if self.tracked is not None:
+            d["tracked"] = self.tracked
+        return d
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    roles: Mapping[str, RoleSpec]
+    framework: str = "custom"
+    queue: str = "default"
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    #: destination in each task's working directory -> absolute source path
+    files: Mapping[str, str] = field(default_factory=dict)
+    docker: Optional[DockerSpec] = None
+    environment: EnvironmentSpec = field(default_factory=EnvironmentSpec)
+    tags: Tuple[str, ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {
+            "name": self.name,
+            "framework": self.framework,
+            "queue": self.queue,
+            "restart": {"policy": self.restart.policy, "max_restarts": self.restart.max_restarts},
+            "timeouts": {"gang_seconds": self.timeouts.gang_seconds},
+            "roles": {name: role.to_dict() for name, role in self.roles.items()},
+            "files": dict(self.files),
+        }
+        if self.timeouts.job_seconds is not None:
+            d["timeouts"]["job_seconds"] = self.timeouts.job_seconds
+        if self.docker:
+            d["docker"] = self.docker.to_dict()
+        if self.environment.to_dict():
+            d["environment"] = self.environment.to_dict()
+        if self.tags:
+            d["tags"] = list(self.tags)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, base_dir: Optional[str] = None) -> "JobSpec":
+        """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``."""
+        return _Builder(base_dir or os.getcwd()).job(data)
+
+
+class _Builder:
+    """Walks a raw dict, collecting every problem with its path."""
+
+    def __init__(self, base_dir: str):
+        self.base_dir = base_dir
+        self.problems: List[Tuple[str, str]] = []
+
+    def fail(self, path: str, msg: str) -> None:
+        self.problems.append((path, msg))
+
+    # -- helpers ----------------------------------------------------------
+    def mapping(self, value: Any, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping, got {_show(value)}")
+            return {}
+        for key in value:
+            if not isinstance(key, str):
+                self.fail(path, f"keys must be strings, got {_show(key)}")
+            elif key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                more = f"; did you mean '{hint[0]}'?" if hint else f"; known fields: {', '.join(known)}"
+                self.fail(_join(path, key), f"unknown field{more}")
+        return value
+
+    def integer(self, value: Any, path: str, minimum: int, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(path, f"expected a whole number >= {minimum}, got {_show(value)}")
+            return default
+        return value
+
+    def string(self, value: Any, path: str, default: Optional[str] = None, required: bool = False) -> Optional[str]:
+        if value is None:
+            if required:
+                self.fail(path, "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            self.fail(path, f"expected a string, got {_show(value)}")
+            return default
+        value = str(value)
+        if required and not value.strip():
+            self.fail(path, "must not be empty")
+        return value
+
+    def choice(self, value: Any, path: str, choices: Tuple[str, ...], default: str) -> str:
+        if value is None:
+            return default
+        if value not in choices:
+            self.fail(path, f"expected one of {', '.join(choices)}, got {_show(value)}")
+            return default
+        return value
+
+    # -- sections -----------------------------------------------------------
+    def job(self, data: Any) -> JobSpec:
+        if not isinstance(data, dict):
+            raise SpecError([("", f"the job file must be a YAML mapping, got {_show(data)}")])
+        known = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
+                 "environment", "tags")
+        self.mapping(data, "", known)
+        name = self.string(data.get("name"), "name", required=True) or "job"
+        if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", name):
+            self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
+        framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
+        queue = self.string(data.get("queue"), "queue", default="default") or "default"
+        restart = self.restart(data.get("restart"))
+        timeouts = self.timeouts(data.get("timeouts"))
+        docker = self.docker(data.get("docker"), "docker")
+        roles = self.roles(data.get("roles"), docker)
+        files = self.files(data.get("files"))
+        environment = self.environment(data.get("environment"))
+        tags = self.tags(data.get("tags"))
+        spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
+                       timeouts=timeouts, files=files, docker=docker, environment=environment,
+                       tags=tags)
+        if not self.problems:
+            from ..frameworks import get_framework
+
+            self.problems.extend(get_framework(framework).check(spec))
+        if self.problems:
+            raise SpecError(self.problems)
+        return spec
+
+    def restart(self, value: Any) -> RestartPolicy:
+        d = self.mapping(value, "restart", ("policy", "max_restarts"))
+        policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, "gang")
+        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0)
+        if max_restarts > 100:
+            self.fail("restart.max_restarts", f"expected at most 100, got {max_restarts}")
+        return RestartPolicy(policy=policy, max_restarts=max_restarts)
+
+    def timeouts(self, value: Any) -> Timeouts:
+        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds"))
+        gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300)
+        job = d.get("job_seconds")
+        job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0)
+        return Timeouts(gang_seconds=gang, job_seconds=job_s)
+
+    def roles(self, value: Any, job_docker: Optional[DockerSpec]) -> Dict[str, RoleSpec]:
+        if value is None:
+            self.fail("roles", "is required: at least one role, e.g. roles: {worker: {command: ...}}")
+            return {}
+        if not isinstance(value, dict) or not value:
+            self.fail("roles", f"expected a non-empty mapping of role name to role, got {_show(value)}")
+            return {}
+        out: Dict[str, RoleSpec] = {}
+        for name, raw in value.items():
+            path = f"roles.{name}"
+            if not isinstance(name, str) or not _NAME.match(name):
+                self.fail(path, "role names are a letter then letters, digits or '-' (at most 63)")
+                continue
+            role = self.role(name, raw, path, job_docker)
+            if role is not None and role.instances > 0:
+                out[name] = role
+        if value and not out and not self.problems:
+            self.fail("roles", "every role has instances: 0; the job would run nothing")
+        return out
+
+    def role(self, name: str, raw: Any, path: str, job_docker: Optional[DockerSpec]) -> Optional[RoleSpec]:
+        if not isinstance(raw, dict):
+            self.fail(path, f"expected a mapping with at least 'command', got {_show(raw)}")
+            return None
+        self.mapping(raw, path, ("instances", "resources", "command", "env", "docker",
+                                 "node_label", "tracked"))
+        instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1)
+        if instances > 1000:
+            self.fail(f"{path}.instances", f"expected at most 1000, got {instances}")
+        resources = self.resources(raw.get("resources"), f"{path}.resources")
+        command = raw.get("command")
+        if isinstance(command, list) and command and all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command):
+            command = shlex.join(str(c) for c in command)
+        command = self.string(command, f"{path}.command", required=True) or ""
+        env = self.env(raw.get("env"), f"{path}.env")
+        docker = self.docker(raw.get("docker"), f"{path}.docker", inherit=job_docker)
+        node_label = self.string(raw.get("node_label"), f"{path}.node_label")
+        tracked = raw.get("tracked")
+        if tracked is not None and not isinstance(tracked, bool):
+            self.fail(f"{path}.tracked", f"expected true or false, got {_show(tracked)}")
+            tracked = None
+        return RoleSpec(name=name, command=command, instances=instances, resources=resources,
+                        env=env, docker=docker, node_label=node_label or None, tracked=tracked)
+
+    def resources(self, value: Any, path: str) -> Resources:
+        d = self.mapping(value, path, ("memory", "vcores", "gpus"))
+        memory = 2048
+        if d.get("memory") is not None:
+            try:
+                memory = parse_memory(d["memory"])
+            except ValueError as exc:
+                self.fail(f"{path}.memory", str(exc))
+        vcores = self.integer(d.get("vcores"), f"{path}.vcores", 1, 1)
+        gpus = self.integer(d.get("gpus"), f"{path}.gpus", 0, 0)
+        return Resources(memory_mb=memory, vcores=vcores, gpus=gpus)
+
+    def env(self, value: Any, path: str) -> Dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping of NAME: value, got {_show(value)}")
+            return {}
+        out = {}
+        for key, val in value.items():
+            kpath = f"{path}.{key}"
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                self.fail(kpath, "is not a valid environment variable name")
+            elif key.startswith(RESERVED_ENV_PREFIX):
+                self.fail(kpath, f"names starting with {RESERVED_ENV_PREFIX} are set by submarine-py")
+            elif isinstance(val, (dict, list)) or val is None:
+                self.fail(kpath, f"expected a string or number, got {_show(val)}")
+            else:
+                out[key] = ("true" if val else "false") if isinstance(val, bool) else str(val)
+        return out
+
+    def docker(self, value: Any, path: str, inherit: Optional[DockerSpec] = None) -> Optional[DockerSpec]:
+        if value is None:
+            return inherit
+        if isinstance(value, str):
+            value = {"image": value}
+        d = self.mapping(value, path, ("image", "mounts", "network"))
+        if not d:
+            return inherit
+        image = d.get("image", inherit.image if inherit else None)
+        if not isinstance(image, str) or not _IMAGE.match(image) or len(image) > 255:
+            self.fail(f"{path}.image", f"expected an image reference like registry.example.com/team/name:tag, got {_show(image)}")
+            image = ""
+        mounts_raw = d.get("mounts", list(inherit.mounts) if inherit else [])
+        mounts: List[str] = []
+        if not isinstance(mounts_raw, list):
+            self.fail(f"{path}.mounts", f"expected a list of 'src:dst[:ro|rw]', got {_show(mounts_raw)}")
+        else:
+            for i, m in enumerate(mounts_raw):
+                problem = _mount_problem(m)
+                if problem:
+                    self.fail(f"{path}.mounts[{i}]", problem)
+                else:
+                    mounts.append(m if m.count(":") == 2 else m + ":ro")
+        network = self.choice(d.get("network"), f"{path}.network", NETWORKS, inherit.network if inherit else "host")
+        return DockerSpec(image=image, mounts=tuple(mounts), network=network)
+
+    def files(self, value: Any) -> Dict[str, str]:
+        if value is None:
+            return {}
+        if isinstance(value, list):
+            value = {os.path.basename(str(v).rstrip("/")): v for v in value}
+        if not isinstance(value, dict):
+            self.fail("files", f"expected a mapping of destination: source, got {_show(value)}")
+            return {}
+        out = {}
+        for dest, src in value.items():
+            path = f"files.{dest}"
+            if not isinstance(dest, str) or not dest or os.path.isabs(dest) or ".." in dest.split("/"):
+                self.fail(path, "the destination must be a relative path inside the task's working directory")
+                continue
+            if not isinstance(src, str) or not src:
+                self.fail(path, f"expected a source path, got {_show(src)}")
+                continue
+            full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
+            if "://" not in full and not os.path.exists(full):
+                self.fail(path, f"source {full} does not exist")
+                continue
+            out[dest] = full
+        return out
+
+    def environment(self, value: Any) -> EnvironmentSpec:
+        d = self.mapping(value, "environment", ("python", "archive"))
+        python = self.string(d.get("python"), "environment.python")
+        archive = self.string(d.get("archive"), "environment.archive")
+        if python and archive:
+            self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
+        if archive and "://" not in archive:
+            archive = os.path.normpath(os.path.join(self.base_dir, archive))
+            if not os.path.isfile(archive):
+                self.fail("environment.archive", f"{archive} does not exist")
+            elif not archive.endswith((".tar.gz", ".tgz", ".zip")):
+                self.fail("environment.archive", "expected a .tar.gz, .tgz or .zip made by conda-pack or venv-pack")
+        return EnvironmentSpec(python=python, archive=archive)
+
+    def tags(self, value: Any) -> Tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(t, str) and t and "," not in t for t in value):
+            self.fail("tags", f"expected a list of strings without commas, got {_show(value)}")
+            return ()
+        return tuple(value)
+
+
+def _mount_problem(m: Any) -> Optional[str]:
+    if not isinstance(m, str):
+        return f"expected 'src:dst[:ro|rw]', got {_show(m)}"
+    parts = m.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        return f"expected 'src:dst[:ro|rw]', got {m!r}"
+    if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+        return f"the mode must be ro or rw, got {parts[2]!r}"
+    if not (os.path.isabs(parts[0]) and os.path.isabs(parts[1])):
+        return f"both paths must be absolute, got {m!r}"
+    return None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
