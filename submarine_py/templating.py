@@ -19,5 +19,5 @@ def _env() -> jinja2.Environment:
     )
 
 
-def render(name: str, **context: Any) -> str:
-    return _env().get_template(name).render(**context)
+def render(template: str, /, **context: Any) -> str:
+    return _env().get_template(template).render(**context)

@@ -10,6 +10,8 @@ _UNITS = {
     "g": 1024, "gb": 1024, "gib": 1024, "gi": 1024,
     "t": 1024 ** 2, "tb": 1024 ** 2, "tib": 1024 ** 2, "ti": 1024 ** 2,
 }
+#: Larger than any machine (1 PiB): a typo, or YAML's ``.inf``.
+MAX_MIB = 1024 ** 3
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -32,8 +34,10 @@ def parse_memory(value: Union[str, int, float]) -> int:
         mib = float(m.group(1)) * _UNITS[unit]
     else:
         raise ValueError(f"expected a size like '2 GiB' or a number of MiB, got {value!r}")
-    if mib < 1 or mib != mib:
+    if mib != mib or mib < 1:
         raise ValueError(f"must be at least 1 MiB, got {value!r}")
+    if mib > MAX_MIB:
+        raise ValueError(f"must be at most 1 PiB, got {value!r}")
     return int(round(mib))
 
 

@@ -86,7 +86,9 @@ class ApplicationMaster:
         self.gang_started = time.monotonic()
         self.gang_ready_seconds: Optional[float] = None
         self.cluster: Optional[Dict[str, List[str]]] = None
-        self.to_launch: List[Tuple[str, int]] = [t.key for t in self.tasks.values()]
+        # Drivers whose first executors are requested with the application (YARN) launch none here.
+        self.to_launch: List[Tuple[str, int]] = (
+            [] if driver.prelaunched else [t.key for t in self.tasks.values()])
         self.finished_at: Optional[float] = None
         self.url = ""
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
@@ -168,6 +170,14 @@ class ApplicationMaster:
             if attempt != ts.attempt or ts.state not in ("RUNNING", "REGISTERED"):
                 return  # an older attempt, stopped on purpose
             self._task_ended(ts, code, stopped=bool(body.get("stopped")))
+
+    def on_goodbye(self, body: Dict[str, Any]) -> None:
+        """An executor leaves for good (after an ``exit`` instruction)."""
+        with self.lock:
+            ex = self.executors.get(str(body["executor"]))
+            if ex is not None and self.phase in ("FINISHING", "DONE"):
+                ex.alive = False
+                self.changed.notify_all()
 
     def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
         deadline = time.monotonic() + wait
@@ -309,7 +319,7 @@ class ApplicationMaster:
             for ts in launch:
                 self._launch(ts)
             for ended in self.driver.poll():
-                self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics)
+                self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role)
             with self.lock:
                 now = time.monotonic()
                 if self.phase == "STARTING" and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
@@ -354,9 +364,21 @@ class ApplicationMaster:
             ts.log = self.driver.log_location(ts.plan, ex_id)
         log.info("started executor %s for %s", ex_id, ts.plan.id)
 
-    def _executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str) -> None:
+    def _executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
+                        role: Optional[str] = None) -> None:
         with self.lock:
             ex = self.executors.get(ex_id)
+            if ex is None and role and self.phase in ("STARTING", "RUNNING"):
+                # A container requested with the job ended before it registered.
+                self.executors[ex_id] = ExecutorState(ex_id, role, alive=False)
+                spare = [ts for ts in self.tasks.values() if ts.plan.role == role
+                         and self._live_executor(ts) is None and ts.key not in self.to_launch]
+                log.warning("container %s of role %s ended before registering (exit code %s%s)%s", ex_id, role,
+                            code, f"; {diagnostics}" if diagnostics else "",
+                            "; starting a replacement" if spare else "")
+                if spare:
+                    self.to_launch.append(spare[0].key)
+                return
             if ex is None or not ex.alive:
                 return
             ex.alive = False
@@ -378,7 +400,7 @@ class ApplicationMaster:
         missing = [ts for ts in self.tasks.values() if ts.state not in ("REGISTERED", "RUNNING")]
         parts = []
         for ts in missing:
-            word = self.driver.describe(ts.executor) if ts.executor else "no container yet"
+            word = self.driver.describe(ts.executor) if ts.executor else self.driver.describe_role(ts.plan.role)
             parts.append(f"{ts.plan.id} ({word or 'not registered'})")
         self._finish("FAILED", f"gang not complete within timeouts.gang_seconds "
                                f"({self.plan.job.timeouts.gang_seconds} s), attempt {self.attempt}; "
@@ -392,7 +414,7 @@ class ApplicationMaster:
                 "role": ts.plan.role, "index": ts.plan.index, "state": ts.state,
                 "exit_code": ts.exit_code, "restarts": ts.restarts, "attempt": ts.attempt,
                 "host": ts.host, "address": ts.address, "tracked": ts.plan.tracked, "log": ts.log,
-                "executor": ts.executor, "command": ts.plan.command,
+                "executor": ts.executor, "command": ts.plan.command, **self.driver.details(ts.executor),
             } for ts in self.tasks.values()]
             running = sum(1 for ts in self.tasks.values() if ts.state == "RUNNING")
             return {

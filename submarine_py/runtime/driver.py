@@ -18,6 +18,8 @@ class Ended:
     executor: str
     exit_code: Optional[int]
     diagnostics: str = ""
+    #: The role the executor was started for (known even if it never registered).
+    role: Optional[str] = None
 
 
 class ContainerDriver:
@@ -25,6 +27,8 @@ class ContainerDriver:
 
     #: Name shown in logs and reports ("local", "yarn").
     name = "abstract"
+    #: True when the first executor of every task was requested with the job itself.
+    prelaunched = False
 
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         """Start an executor for ``task`` with ``env`` added; return its executor id."""
@@ -42,13 +46,17 @@ class ContainerDriver:
         """A short word on an executor that has not registered (e.g. 'pending in queue default')."""
         return ""
 
+    def describe_role(self, role: str) -> str:
+        """A short word on a role whose task has no executor yet (e.g. containers pending)."""
+        return "no container yet"
+
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         """Where the task's stdout/stderr can be read (a path or a URL)."""
         return ""
 
-    def executor_host(self) -> Optional[str]:
-        """The host executors should advertise, when the driver knows it."""
-        return None
+    def details(self, executor: Optional[str]) -> Dict[str, str]:
+        """Extra facts about an executor for reports (YARN: container id, node). Must be cheap."""
+        return {}
 
     def set_status_url(self, url: str) -> None:
         """Make the AM's status page reachable (YARN: the tracking URL)."""

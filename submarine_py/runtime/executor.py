@@ -16,9 +16,10 @@ Life of an executor::
     report every exit of the command      POST /v1/exit
 
 The executor outlives attempts, so a gang restart needs no new containers.
-Settings come from the environment: SUBM_AM_URL, SUBM_TOKEN, SUBM_EXECUTOR_ID,
-SUBM_ROLE, and optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST,
-SUBM_WORKDIR.
+Settings come from the environment: SUBM_TOKEN, SUBM_ROLE, SUBM_AM_URL (or
+SUBM_AM_DISCOVERY), SUBM_EXECUTOR_ID (or skein's SKEIN_CONTAINER_ID), and
+optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST, SUBM_WORKDIR,
+SUBM_LOG_TO_CONTAINER.
 """
 import json
 import os
@@ -111,15 +112,52 @@ class PortReservation:
             self.sock = None
 
 
+def discover_am(env):
+    """The AM's URL: given (local backend, replacement containers) or asked of the
+    AM's endpoint through the YARN RM's web proxy (containers declared up front)."""
+    if env.get("SUBM_AM_URL"):
+        return env["SUBM_AM_URL"]
+    url = env["SUBM_AM_DISCOVERY"].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
+    deadline = time.monotonic() + float(env.get("SUBM_AM_DISCOVERY_SECONDS", "600"))
+    delay, err = 0.1, None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                found = json.loads(resp.read()).get("url")
+                if found:
+                    return found
+        except (OSError, ValueError) as exc:
+            err = exc
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+    raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (url, err))
+
+
+def log_to_container(env):
+    """On YARN: write stdout/stderr (ours and the task's) as files of the container's log dir."""
+    log_dir = (env.get("LOG_DIRS") or "").split(",")[0]
+    if not log_dir or not os.path.isdir(log_dir):
+        return
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        target = os.open(os.path.join(log_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(target, fd)
+        os.close(target)
+
+
+def _index_from_container_id(container_id):
+    tail = (container_id or "").rsplit("_", 1)[-1]
+    return tail if tail.isdigit() else None
+
+
 class Executor:
     def __init__(self, env):
         self.env = env
-        self.executor_id = env["SUBM_EXECUTOR_ID"]
+        self.executor_id = env.get("SUBM_EXECUTOR_ID") or env["SKEIN_CONTAINER_ID"]
         self.role = env["SUBM_ROLE"]
-        self.index_hint = env.get("SUBM_INDEX")
+        self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
         self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
-        self.am = AMClient(env["SUBM_AM_URL"], env["SUBM_TOKEN"], self.executor_id)
+        self.am = AMClient(discover_am(env), env["SUBM_TOKEN"], self.executor_id)
         self.instructions = queue.Queue()
         self.reservation = None
         self.child = None
@@ -240,6 +278,11 @@ class Executor:
                 self.stop_child(float(instr.get("grace", 10)))
                 self.check_child()
                 self.done.set()
+                if op == "exit":
+                    try:
+                        self.am.call("POST", "/v1/goodbye", {"executor": self.executor_id}, retry_for=2)
+                    except Exception:
+                        pass
                 return int(instr.get("code", 0 if op == "exit" else 1))
 
 
@@ -252,7 +295,13 @@ def _signal_group(pid, sig):
 
 def main():
     _die_with_parent(signal.SIGTERM)
-    executor = Executor(os.environ)
+    if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
+        log_to_container(os.environ)
+    try:
+        executor = Executor(os.environ)
+    except (ConnectionError, KeyError) as exc:
+        _log("cannot start: %s" % exc)
+        sys.exit(1)
 
     def on_signal(signum, frame):
         executor.stop_child(float(os.environ.get("SUBM_STOP_GRACE", "5")))

@@ -63,6 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         url = urlparse(self.path)
         path = url.path.rstrip("/") or "/"
+        if path.endswith("/v1/am"):  # how containers find the AM through the RM's proxy
+            return self._reply(200, {"url": self.master.url, "app_id": self.master.job_id})
         if path.endswith("/v1/status"):
             return self._reply(200, self.master.report())
         if path == "/v1/next":
@@ -88,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.master.on_started(body)
             elif path == "/v1/exit":
                 self.master.on_exit(body)
+            elif path == "/v1/goodbye":
+                self.master.on_goodbye(body)
             elif path == "/v1/kill":
                 self.master.kill(str(body.get("why") or "killed by request"))
             else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, Iterable, Mapping, Optional
 
 import jinja2
@@ -45,26 +46,61 @@ def render_template(text: str, variables: Mapping[str, Any], name: str = "job.ya
 
     Undefined variables are errors unless the template gives a ``default``.
     """
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
-    )
+    env = _BoundedSandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     env.globals["env"] = _EnvLookup()
     try:
         return env.from_string(text).render(**dict(variables))
     except jinja2.UndefinedError as exc:
-        raise SpecError([(
-            "template",
-            f"{exc.message} in {name}; pass it with --set NAME=VALUE or give it a "
-            "default: {{ NAME | default(VALUE) }}",
-        )]) from None
+        raise SpecError([("template", f"{exc.message} in {name}; {_undefined_hint(exc.message or '')}")]) from None
     except jinja2.TemplateSyntaxError as exc:
         raise SpecError([("template", f"{name} line {exc.lineno}: {exc.message}")]) from None
     except jinja2.TemplateError as exc:
         raise SpecError([("template", f"{name}: {exc}")]) from None
+    except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
+        # e.g. range() over the sandbox's limit, {{ 1 / 0 }}, {{ 'a' - 1 }}
+        raise SpecError([("template", f"{name}: {exc}")]) from None
+
+
+def _undefined_hint(message: str) -> str:
+    """How to give the undefined variable named in Jinja2's message a value."""
+    m = re.match(r"^'([A-Za-z_][A-Za-z0-9_.]*)' is undefined", message)
+    var = m.group(1) if m else "NAME"
+    if var.startswith("env."):
+        env_var = var[4:]
+        return (f"set the environment variable {env_var} or give it a default: "
+                f"{{{{ env('{env_var}', 'VALUE') }}}}")
+    if "." in var:
+        return "check the attribute's name"
+    return f"pass it with --set {var}=VALUE or give it a default: {{{{ {var} | default(VALUE) }}}}"
+
+
+class _BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """The sandbox, plus bounds on ``*`` and ``**`` so a template cannot build huge values."""
+
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+        if (operator == "**" and isinstance(left, int) and isinstance(right, int)
+                and abs(left) > 1 and right > 0 and abs(left).bit_length() * right > 65536):
+            raise ValueError("a power (**) too large for a job file")
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and _is_number(n) and len(seq) * n > MAX_FILE_BYTES:
+                    raise ValueError("a repetition (*) larger than a job file may be")
+        return super().call_binop(context, operator, left, right)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 class _EnvLookup:
     """``{{ env.HOME }}`` or ``{{ env('NAME', 'fallback') }}`` in templates."""
+
+    # Looked up by the sandbox before calling ``env(...)``; class attributes so that
+    # ``__getattr__`` (environment variables) does not answer for them.
+    unsafe_callable = False
+    alters_data = False
 
     def __getattr__(self, name: str) -> str:
         if name.startswith("__"):
@@ -83,6 +119,20 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_document(self, node):  # type: ignore[override]
         _check_expanded_size(node)
         return super().construct_document(node)
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        # PyYAML keeps the last of duplicate keys silently; a spec with two `worker:` is a mistake.
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = (key_node.tag, key_node.value)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"found duplicate key {key_node.value!r}", key_node.start_mark)
+                    seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _check_expanded_size(root: yaml.Node) -> None:

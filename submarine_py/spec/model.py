@@ -144,16 +144,21 @@ class JobSpec:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, base_dir: Optional[str] = None) -> "JobSpec":
-        """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``."""
-        return _Builder(base_dir or os.getcwd()).job(data)
+    def from_dict(cls, data: Any, base_dir: Optional[str] = None, check_files: bool = True) -> "JobSpec":
+        """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``.
+
+        ``check_files=False`` skips checking that local sources exist (the AM on a
+        cluster node reads a spec whose files were checked where it was submitted).
+        """
+        return _Builder(base_dir or os.getcwd(), check_files).job(data)
 
 
 class _Builder:
     """Walks a raw dict, collecting every problem with its path."""
 
-    def __init__(self, base_dir: str):
+    def __init__(self, base_dir: str, check_files: bool = True):
         self.base_dir = base_dir
+        self.check_files = check_files
         self.problems: List[Tuple[str, str]] = []
 
     def fail(self, path: str, msg: str) -> None:
@@ -368,7 +373,7 @@ class _Builder:
                 self.fail(path, f"expected a source path, got {_show(src)}")
                 continue
             full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
-            if "://" not in full and not os.path.exists(full):
+            if self.check_files and "://" not in full and not os.path.exists(full):
                 self.fail(path, f"source {full} does not exist")
                 continue
             out[dest] = full
@@ -382,7 +387,7 @@ class _Builder:
             self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
         if archive and "://" not in archive:
             archive = os.path.normpath(os.path.join(self.base_dir, archive))
-            if not os.path.isfile(archive):
+            if self.check_files and not os.path.isfile(archive):
                 self.fail("environment.archive", f"{archive} does not exist")
             elif not archive.endswith((".tar.gz", ".tgz", ".zip")):
                 self.fail("environment.archive", "expected a .tar.gz, .tgz or .zip made by conda-pack or venv-pack")

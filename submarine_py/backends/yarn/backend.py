@@ -1,0 +1,241 @@
+"""The client side of the YARN backend.
+
+Only :meth:`YarnBackend.submit` needs skein's driver (a JVM); it reuses a
+running global driver and starts one when there is none. Status, list, kill
+and logs use the RM and NM REST APIs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, TextIO
+
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...plan import Plan
+from ...units import format_memory
+from ..base import Backend, Report
+from .rest import GPU, ResourceManager, node_log
+from .spec import TAG, YarnOptions, build_application_spec
+
+STATE_OF_APP = {"NEW": "ACCEPTED", "NEW_SAVING": "ACCEPTED", "SUBMITTED": "ACCEPTED", "ACCEPTED": "ACCEPTED",
+                "RUNNING": "RUNNING", "FAILED": "FAILED", "KILLED": "KILLED"}
+TASK_LOG_FILES = ("stdout", "stderr")
+
+
+class YarnBackend(Backend):
+    name = "yarn"
+    poll_seconds = 0.5
+
+    def __init__(self, rm_url: Optional[str] = None):
+        self.rm = ResourceManager(rm_url)
+
+    # -- before submission --------------------------------------------------------
+    def check(self, plan: Plan) -> None:
+        """Refuse what this cluster can never run, with the numbers, before submitting."""
+        limits = self.rm.limits()
+        problems = []
+        if not limits.nodes:
+            problems.append(("", f"the YARN cluster at {self.rm.url} has no RUNNING NodeManager"))
+        for role, spec in plan.job.roles.items():
+            r, path = spec.resources, f"roles.{role}.resources"
+            if limits.nodes and r.memory_mb > limits.max_memory_mb:
+                problems.append((f"{path}.memory", f"{format_memory(r.memory_mb)} asked, the cluster's maximum per "
+                                                   f"container is {format_memory(limits.max_memory_mb)}"))
+            if limits.nodes and r.vcores > limits.max_vcores:
+                problems.append((f"{path}.vcores", f"{r.vcores} asked, the cluster's maximum per container is "
+                                                   f"{limits.max_vcores}"))
+            if r.gpus and GPU not in limits.resource_types:
+                problems.append((f"{path}.gpus", f"{r.gpus} asked, but the cluster does not offer {GPU} "
+                                                 "(see hadoop-conf/README.md to enable GPU scheduling)"))
+            elif limits.nodes and r.gpus > limits.max_gpus:
+                problems.append((f"{path}.gpus", f"{r.gpus} asked, the cluster's maximum per container is "
+                                                 f"{limits.max_gpus}"))
+            if spec.node_label:
+                labels = self.rm.node_labels()
+                if spec.node_label not in labels:
+                    problems.append((f"roles.{role}.node_label", f"the cluster has no node label "
+                                     f"{spec.node_label!r}; known: {', '.join(labels) or 'none'}"))
+        if limits.queues and plan.job.queue not in limits.queues:
+            problems.append(("queue", f"the cluster has no leaf queue {plan.job.queue!r}; "
+                                      f"known: {', '.join(limits.queues)}"))
+        if problems:
+            raise ClusterLimitError(problems)
+
+    def _options(self, plan: Plan, job_file: str, token: str) -> YarnOptions:
+        try:
+            hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
+        except BackendError:
+            hosts = []
+        return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts)
+
+    def dryrun(self, plan: Plan) -> str:
+        spec = build_application_spec(plan, self._options(plan, "<job file>", "<token>"))
+        return spec.to_yaml()
+
+    # -- submission ------------------------------------------------------------------
+    def _client(self):
+        import skein
+
+        try:
+            return skein.Client.from_global_driver()
+        except (skein.exceptions.DriverNotRunningError, skein.exceptions.SkeinError, OSError):
+            pass
+        try:
+            skein.Client.start_global_driver(log=os.path.join(tempfile.gettempdir(), "subm-skein-driver.log"))
+            return skein.Client.from_global_driver()
+        except Exception as exc:
+            raise BackendError(f"could not start skein's driver: {exc}; is HADOOP_CONF_DIR "
+                               f"({os.environ.get('HADOOP_CONF_DIR')}) right and Java available?") from None
+
+    def submit(self, plan: Plan, *, detach: bool = False) -> str:
+        token = secrets.token_hex(16)
+        with tempfile.TemporaryDirectory(prefix="subm-") as tmp:
+            job_file = os.path.join(tmp, "job.json")
+            with open(job_file, "w") as f:
+                json.dump({"name": plan.job.name, "submitted_at": time.time(), "spec": plan.job.to_dict()}, f)
+            spec = build_application_spec(plan, self._options(plan, job_file, token))
+            client = self._client()
+            try:
+                app_id = client.submit(spec)
+            except Exception as exc:
+                raise BackendError(f"YARN refused the application: {exc}") from None
+        try:
+            self.rm.app(app_id)  # visible to the REST API before we return
+        except BaseException:
+            _kill_quietly(client, app_id)
+            raise
+        return app_id
+
+    # -- after submission ---------------------------------------------------------------
+    def status(self, app_id: str) -> Report:
+        app = self.rm.app(app_id)
+        yarn_state, final = app.get("state"), app.get("finalStatus")
+        if yarn_state == "FINISHED":
+            state = final if final in ("SUCCEEDED", "FAILED", "KILLED") else "FAILED"
+        else:
+            state = STATE_OF_APP.get(yarn_state, "ACCEPTED")
+        done = state in ("SUCCEEDED", "FAILED", "KILLED") and yarn_state in ("FINISHED", "FAILED", "KILLED")
+        report: Dict[str, Any] = {}
+        if yarn_state == "RUNNING":
+            report = self.rm.proxy_get(app_id, "/v1/status") or {}
+        elif done:
+            report = self._final_report(app)
+        report = dict(report)
+        report.update({"app_id": app_id, "backend": self.name, "final": done, "yarn_state": yarn_state,
+                       "tracking_url": app.get("trackingUrl")})
+        report.setdefault("name", app.get("name"))
+        report.setdefault("tasks", [])
+        report.setdefault("attempts", 1)
+        report.setdefault("timings", {"gang_ready_seconds": None,
+                                      "total_seconds": _elapsed(app)})
+        if not report.get("state") or report.get("state") == "RUNNING" or done:
+            report["state"] = state if (done or state != "RUNNING") else report.get("state", "RUNNING")
+        if done and not report.get("diagnostics") and state != "SUCCEEDED":
+            report["diagnostics"] = app.get("diagnostics") or ""
+        if done and state == "KILLED" and report.get("diagnostics", "") == "":
+            report["diagnostics"] = app.get("diagnostics") or "killed"
+        return report
+
+    def _final_report(self, app: Dict[str, Any]) -> Dict[str, Any]:
+        """The AM's report, kept as a file of the AM container's log directory."""
+        try:
+            attempt = self.rm.am_container(app["id"])
+        except (BackendError, JobNotFoundError):
+            return {}
+        node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
+        if not node or not cid:
+            return {}
+        data = node_log(node, cid, "subm-report.json")
+        if not data:
+            return {}
+        try:
+            return json.loads(_strip_log_header(data))
+        except ValueError:
+            return {}
+
+    def kill(self, app_id: str) -> Report:
+        report = self.status(app_id)
+        if report.get("final"):
+            return report
+        self.rm.kill(app_id)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            report = self.status(app_id)
+            if report.get("final"):
+                return report
+            time.sleep(0.25)
+        return report
+
+    def list(self, include_finished: bool = False) -> List[Report]:
+        states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]
+        apps = self.rm.apps(tags=[TAG], states=states)
+        out = []
+        for a in sorted(apps, key=lambda a: a.get("startedTime", 0)):
+            st = a.get("state")
+            state = (a.get("finalStatus") if st == "FINISHED" else STATE_OF_APP.get(st, st))
+            out.append({"app_id": a["id"], "name": a.get("name"), "state": state, "queue": a.get("queue"),
+                        "user": a.get("user"), "tracking_url": a.get("trackingUrl"),
+                        "started": a.get("startedTime"), "attempts": None})
+        return out
+
+    def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
+             follow: bool = False) -> None:
+        offsets: Dict[str, int] = {}
+        while True:
+            report = self.status(app_id)
+            tasks = [t for t in report.get("tasks") or []
+                     if (role is None or t["role"] == role) and (index is None or t["index"] == index)]
+            if not tasks and report.get("final"):
+                known = sorted({t["role"] for t in report.get("tasks") or []})
+                raise JobNotFoundError(f"no task {role or ''}{'' if index is None else ':' + str(index)} in "
+                                       f"{app_id}; roles: {', '.join(known) or 'none'}")
+            for t in tasks:
+                node, cid = t.get("node_http"), t.get("container_id")
+                if not node or not cid:
+                    continue
+                for name in TASK_LOG_FILES:
+                    key = f"{cid}/{name}"
+                    data = node_log(node, cid, name)
+                    if data is None:
+                        continue
+                    body = _strip_log_header(data)
+                    new = body[offsets.get(key, 0):]
+                    if new:
+                        if key not in offsets:
+                            out.write(f"==> {t['role']}:{t['index']} {name} ({cid}) <==\n")
+                        out.write(new.decode("utf-8", "replace"))
+                        out.flush()
+                    offsets[key] = len(body)
+            if not follow or report.get("final"):
+                return
+            time.sleep(1.0)
+
+
+def _strip_log_header(data: bytes) -> bytes:
+    """NM log endpoints wrap content: 'Container: ...LogContents:\\n<content>\\nEnd of LogType:...'."""
+    marker = b"LogContents:\n"
+    if marker in data[:2000]:
+        data = data.split(marker, 1)[1]
+        end = data.rfind(b"End of LogType:")
+        if end >= 0:
+            data = data[:end]
+    return data
+
+
+def _elapsed(app: Dict[str, Any]) -> Optional[float]:
+    start, end = app.get("startedTime"), app.get("finishedTime")
+    if not start:
+        return None
+    end = end or int(time.time() * 1000)
+    return round((end - start) / 1000.0, 3)
+
+
+def _kill_quietly(client, app_id: str) -> None:
+    try:
+        client.kill_application(app_id)
+    except Exception as exc:  # best effort: report the original failure
+        print(f"warning: could not kill {app_id}: {exc}", file=sys.stderr)

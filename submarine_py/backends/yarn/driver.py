@@ -1,0 +1,164 @@
+"""The AM side of the YARN backend: skein's ApplicationClient as a ContainerDriver.
+
+Runs inside the application's master container (skein's master script). The
+first container of every task is requested with the application itself; this
+driver adds replacements, notices containers that ended (the executor normally
+says so first, over HTTP), and hands the final state to YARN.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Dict, List, Optional
+
+from ...plan import Plan, TaskPlan, make_plan
+from ...runtime.driver import ContainerDriver, Ended
+from ...spec.model import JobSpec
+from .rest import ResourceManager, nm_container
+
+log = logging.getLogger("subm.am.yarn")
+POLL_SECONDS = 0.5
+FINISHED = ("SUCCEEDED", "FAILED", "KILLED")
+
+
+class YarnDriver(ContainerDriver):
+    name = "yarn"
+    prelaunched = True
+
+    def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None):
+        self.app = app
+        self.plan = plan
+        self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        self.rm = rm
+        self.containers: Dict[str, object] = {}
+        self.reported: set = set()
+        self.next_poll = 0.0
+        self.lock = threading.Lock()
+
+    def _refresh(self) -> List[object]:
+        import skein
+
+        found = self.app.get_containers(states=list(skein.model.ContainerState))
+        with self.lock:
+            for c in found:
+                self.containers[c.id] = c
+        return found
+
+    # -- ContainerDriver ------------------------------------------------------------
+    def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
+        c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
+        with self.lock:
+            self.containers[c.id] = c
+        return c.id
+
+    def poll(self) -> List[Ended]:
+        now = time.monotonic()
+        if now < self.next_poll:
+            return []
+        self.next_poll = now + POLL_SECONDS
+        ended = []
+        for c in self._refresh():
+            state = str(c.state)
+            if state in FINISHED and c.id not in self.reported:
+                self.reported.add(c.id)
+                code = None
+                if c.yarn_node_http_address and c.yarn_container_id:
+                    code = nm_container(c.yarn_node_http_address, c.yarn_container_id).get("exitCode")
+                ended.append(Ended(c.id, int(code) if code not in (None, -1000) else None,
+                                   f"container {c.yarn_container_id} {state}: {c.exit_message or ''}".strip(),
+                                   role=c.service_name))
+        return ended
+
+    def kill(self, executor: str) -> None:
+        try:
+            self.app.kill_container(executor)
+        except Exception as exc:  # already gone
+            log.debug("kill_container(%s): %s", executor, exc)
+
+    def describe(self, executor: str) -> str:
+        c = self.containers.get(executor)
+        if c is None:
+            return "no container"
+        where = f" on {c.yarn_node_http_address}" if c.yarn_node_http_address else ""
+        return f"container {executor} {c.state}{where}"
+
+    def describe_role(self, role: str) -> str:
+        try:
+            containers = [c for c in self._refresh() if c.service_name == role]
+        except Exception:
+            containers = []
+        states: Dict[str, int] = {}
+        for c in containers:
+            states[str(c.state)] = states.get(str(c.state), 0) + 1
+        word = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "no container"
+        if "REQUESTED" in states or "WAITING" in states:
+            word += " (pending: YARN has not allocated them"
+            if self.rm is not None:
+                word += "; " + self.rm.queue_headroom(self.plan.job.queue)
+            word += ")"
+        return f"containers of role {role}: {word}"
+
+    def _container(self, executor: Optional[str]):
+        if not executor:
+            return None
+        c = self.containers.get(executor)
+        if c is None or not getattr(c, "yarn_container_id", None):
+            try:
+                self._refresh()
+            except Exception:
+                return None
+            c = self.containers.get(executor)
+        return c
+
+    def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        c = self._container(executor)
+        if c is None or not c.yarn_node_http_address:
+            return ""
+        return f"http://{c.yarn_node_http_address}/node/containerlogs/{c.yarn_container_id}/{self.user}"
+
+    def details(self, executor: Optional[str]) -> Dict[str, str]:
+        c = self.containers.get(executor) if executor else None
+        if c is None:
+            return {}
+        return {"container_id": c.yarn_container_id or "", "node_http": c.yarn_node_http_address or ""}
+
+    def set_status_url(self, url: str) -> None:
+        # Through skein's web UI (the YARN tracking URL): .../proxy/<app>/pages/subm/
+        self.app.ui.add_page("subm", url, link_name="Submarine job status")
+
+    def finish(self, state: str, diagnostics: str) -> None:
+        self.app.shutdown(state if state in FINISHED else "FAILED", diagnostics[:60000])
+
+
+def main_yarn(job_file: str) -> int:
+    """skein's master script: run the job's AM in this container."""
+    import skein
+
+    from ...runtime.am import ApplicationMaster
+    from ...runtime.am_main import run_am
+
+    with open(job_file) as f:
+        meta = json.load(f)
+    spec = JobSpec.from_dict(meta["spec"], check_files=False)
+    plan = make_plan(spec)
+    app = skein.ApplicationClient.from_current()
+    app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
+    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None)
+    driver = YarnDriver(app, plan, rm=rm)
+    log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
+    am = ApplicationMaster(plan, app_id, driver, submitted_at=meta.get("submitted_at"),
+                           token=os.environ.get("SUBM_TOKEN"),
+                           report_path=os.path.join(log_dir, "subm-report.json"))
+    host = os.environ.get("NM_HOST") or socket.getfqdn()
+    try:
+        report = run_am(am, "0.0.0.0", host)
+    except Exception as exc:
+        log.exception("the ApplicationMaster failed")
+        app.shutdown("FAILED", f"the submarine ApplicationMaster failed: {exc}")
+        return 1
+    return 0 if report["state"] == "SUCCEEDED" else 1

@@ -1,0 +1,233 @@
+"""The YARN ResourceManager and NodeManager REST APIs, with ``requests``.
+
+Everything the CLI needs after submission (status, list, kill, logs) goes
+through here, so those commands never start a JVM.
+"""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import requests
+
+from ...errors import BackendError, JobNotFoundError
+
+GPU = "yarn.io/gpu"
+
+
+def hadoop_conf(name: str, conf_dir: Optional[str] = None) -> Dict[str, str]:
+    """Properties of ``$HADOOP_CONF_DIR/<name>`` (empty when absent)."""
+    conf_dir = conf_dir or os.environ.get("HADOOP_CONF_DIR") or ""
+    path = os.path.join(conf_dir, name)
+    if not conf_dir or not os.path.isfile(path):
+        return {}
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise BackendError(f"{path} is not valid XML: {exc}") from None
+    out = {}
+    for prop in root.iter("property"):
+        key, value = prop.findtext("name"), prop.findtext("value")
+        if key:
+            out[key.strip()] = (value or "").strip()
+    return out
+
+
+def rm_address(conf_dir: Optional[str] = None) -> str:
+    """The RM's web address: SUBM_YARN_RM_URL, else yarn-site.xml, else localhost:8088."""
+    if os.environ.get("SUBM_YARN_RM_URL"):
+        return os.environ["SUBM_YARN_RM_URL"].rstrip("/")
+    conf = hadoop_conf("yarn-site.xml", conf_dir)
+    addr = conf.get("yarn.resourcemanager.webapp.address")
+    if not addr or "${" in addr:
+        addr = f"{conf.get('yarn.resourcemanager.hostname', 'localhost')}:8088"
+    return addr if addr.startswith("http") else f"http://{addr}"
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """What one container can ever get, and what the cluster knows."""
+
+    max_memory_mb: int
+    max_vcores: int
+    max_gpus: int
+    resource_types: List[str] = field(default_factory=list)
+    queues: List[str] = field(default_factory=list)
+    node_labels: List[str] = field(default_factory=list)
+    nodes: List[str] = field(default_factory=list)
+
+
+class ResourceManager:
+    def __init__(self, url: Optional[str] = None, timeout: float = 10.0):
+        self.url = (url or rm_address()).rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["Accept"] = "application/json"
+
+    def _get(self, path: str, **params: Any) -> Any:
+        try:
+            resp = self.session.get(self.url + path, params=params or None, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise BackendError(f"cannot reach the YARN ResourceManager at {self.url}: {exc}; "
+                               "check HADOOP_CONF_DIR or set SUBM_YARN_RM_URL") from None
+        if resp.status_code == 404:
+            raise JobNotFoundError(f"the ResourceManager has no {path}")
+        if resp.status_code >= 400:
+            raise BackendError(f"the ResourceManager answered {resp.status_code} to GET {path}: {resp.text[:300]}")
+        try:
+            return resp.json()
+        except ValueError:
+            raise BackendError(f"the ResourceManager sent no JSON for {path}") from None
+
+    # -- cluster ------------------------------------------------------------
+    def nodes(self) -> List[Dict[str, Any]]:
+        return ((self._get("/ws/v1/cluster/nodes") or {}).get("nodes") or {}).get("node") or []
+
+    def running_nodes(self) -> List[Dict[str, Any]]:
+        return [n for n in self.nodes() if n.get("state") == "RUNNING"]
+
+    def conf_value(self, key: str) -> Optional[str]:
+        try:
+            data = self._get("/conf", name=key)
+        except (BackendError, JobNotFoundError):
+            return None
+        for prop in (data or {}).get("properties") or []:
+            if prop.get("key") == key:
+                return prop.get("value")
+        return None
+
+    def resource_types(self) -> List[str]:
+        metrics = (self._get("/ws/v1/cluster/metrics") or {}).get("clusterMetrics") or {}
+        total = metrics.get("totalClusterResourcesAcrossPartition") or {}
+        infos = (total.get("resourceInformations") or {}).get("resourceInformation") or []
+        return [i.get("name") for i in infos if i.get("name")] or ["memory-mb", "vcores"]
+
+    def queues(self) -> List[str]:
+        info = ((self._get("/ws/v1/cluster/scheduler") or {}).get("scheduler") or {}).get("schedulerInfo") or {}
+        out: List[str] = []
+
+        def walk(q: Dict[str, Any]) -> None:
+            children = (q.get("queues") or {}).get("queue") or []
+            if not children and q.get("queueName"):
+                out.append(q["queueName"])
+            for c in children:
+                walk(c)
+
+        walk(info)
+        return out
+
+    def node_labels(self) -> List[str]:
+        try:
+            data = self._get("/ws/v1/cluster/get-node-labels")
+        except (BackendError, JobNotFoundError):
+            return []
+        labels = (data or {}).get("nodeLabelInfo") or (data or {}).get("nodeLabel") or []
+        if isinstance(labels, dict):
+            labels = [labels]
+        return [x.get("name") if isinstance(x, dict) else str(x) for x in labels]
+
+    def limits(self) -> ClusterLimits:
+        """Per-container maxima: the configured maximum, capped by the largest node.
+
+        Hadoop 3.1's scheduler JSON has no maximum allocation, and the RM enforces
+        min(configured, largest node); GPUs have no configured maximum there.
+        """
+        nodes = self.running_nodes()
+        mem = vc = gpu = 0
+        for n in nodes:
+            total = _resources(n.get("usedResource")) 
+            avail = _resources(n.get("availableResource"))
+            mem = max(mem, total.get("memory-mb", n.get("usedMemoryMB", 0)) + avail.get("memory-mb", n.get("availMemoryMB", 0)))
+            vc = max(vc, total.get("vcores", n.get("usedVirtualCores", 0)) + avail.get("vcores", n.get("availableVirtualCores", 0)))
+            gpu = max(gpu, total.get(GPU, 0) + avail.get(GPU, 0))
+        conf_mem, conf_vc = self.conf_value("yarn.scheduler.maximum-allocation-mb"), self.conf_value("yarn.scheduler.maximum-allocation-vcores")
+        if conf_mem and conf_mem.isdigit():
+            mem = min(mem, int(conf_mem)) if nodes else int(conf_mem)
+        if conf_vc and conf_vc.isdigit():
+            vc = min(vc, int(conf_vc)) if nodes else int(conf_vc)
+        return ClusterLimits(max_memory_mb=mem, max_vcores=vc, max_gpus=gpu, resource_types=self.resource_types(),
+                             queues=self.queues(), nodes=[n.get("nodeHostName") for n in nodes if n.get("nodeHostName")])
+
+    def queue_headroom(self, queue: str) -> str:
+        """A short word on a queue's free resources, for diagnostics."""
+        try:
+            metrics = (self._get("/ws/v1/cluster/metrics") or {}).get("clusterMetrics") or {}
+        except BackendError:
+            return ""
+        return (f"cluster free: {metrics.get('availableMB')} MiB, {metrics.get('availableVirtualCores')} vcores; "
+                f"{metrics.get('appsPending', 0)} apps pending, queue {queue}")
+
+    # -- applications ----------------------------------------------------------
+    def app(self, app_id: str) -> Dict[str, Any]:
+        try:
+            return (self._get(f"/ws/v1/cluster/apps/{app_id}") or {}).get("app") or {}
+        except JobNotFoundError:
+            raise JobNotFoundError(f"YARN knows no application {app_id}") from None
+
+    def apps(self, tags: Optional[List[str]] = None, states: Optional[List[str]] = None,
+             user: Optional[str] = None) -> List[Dict[str, Any]]:
+        params: Dict[str, Any] = {}
+        if tags:
+            params["applicationTags"] = ",".join(tags)
+        if states:
+            params["states"] = ",".join(states)
+        if user:
+            params["user"] = user
+        return ((self._get("/ws/v1/cluster/apps", **params) or {}).get("apps") or {}).get("app") or []
+
+    def kill(self, app_id: str) -> None:
+        try:
+            resp = self.session.put(f"{self.url}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"},
+                                    timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise BackendError(f"cannot reach the ResourceManager at {self.url}: {exc}") from None
+        if resp.status_code == 404:
+            raise JobNotFoundError(f"YARN knows no application {app_id}")
+        if resp.status_code >= 400:
+            raise BackendError(f"YARN refused to kill {app_id}: {resp.status_code} {resp.text[:300]}")
+
+    def am_container(self, app_id: str) -> Dict[str, Any]:
+        attempts = ((self._get(f"/ws/v1/cluster/apps/{app_id}/appattempts") or {}).get("appAttempts") or {}).get("appAttempt") or []
+        return attempts[-1] if attempts else {}
+
+    def proxy_get(self, app_id: str, path: str, timeout: float = 5.0) -> Optional[Any]:
+        """GET ``path`` from the AM's own HTTP endpoint, through the RM's web proxy."""
+        try:
+            resp = self.session.get(f"{self.url}/proxy/{app_id}/pages/subm{path}", timeout=timeout)
+        except requests.RequestException:
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            return None
+
+
+def node_log(node_http: str, container_id: str, name: str, offset: int = 0, timeout: float = 10.0) -> Optional[bytes]:
+    """A container log file from its NodeManager (None when the NM no longer has it)."""
+    base = node_http if node_http.startswith("http") else f"http://{node_http}"
+    try:
+        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}/logs/{name}", timeout=timeout)
+    except requests.RequestException:
+        return None
+    if resp.status_code != 200:
+        return None
+    return resp.content[offset:]
+
+
+def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dict[str, Any]:
+    base = node_http if node_http.startswith("http") else f"http://{node_http}"
+    try:
+        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
+                            headers={"Accept": "application/json"})
+        return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
+    except (requests.RequestException, ValueError):
+        return {}
+
+
+def _resources(block: Optional[Dict[str, Any]]) -> Dict[str, int]:
+    infos = ((block or {}).get("resourceInformations") or {}).get("resourceInformation") or []
+    return {i["name"]: int(i.get("value") or 0) for i in infos if "name" in i}

@@ -1,0 +1,120 @@
+"""The plan as a ``skein.ApplicationSpec``: a pure function, apart from submitting.
+
+Every role becomes a skein service whose instances are declared up front, with
+node hints and relaxed locality, so the scheduler assigns the whole gang in as
+few heartbeats as possible while the Python AM is still starting. Containers
+find the AM through the RM's web proxy (the AM adds its endpoint to skein's UI)
+and carry the job's token; replacements the AM adds get the AM's URL directly.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence
+
+from ...plan import Plan, TaskPlan
+from ...runtime import executor as executor_module
+
+EXECUTOR_FILE = "subm_executor.py"
+JOB_FILE = "subm_job.json"
+ENV_DIR = "environment"
+TAG = "submarine"
+#: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.
+AM_MEMORY_MB = 768
+
+
+@dataclass(frozen=True)
+class YarnOptions:
+    job_file: str
+    token: str
+    rm_url: str
+    node_hosts: Sequence[str] = ()
+    python: Optional[str] = None  # default: the submitting interpreter
+
+
+def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
+    """The interpreter containers use, and the PATH prefix that makes ``python`` resolve to it."""
+    env = plan.job.environment
+    if env.archive:
+        return {"python": f"./{ENV_DIR}/bin/python", "path": f"$PWD/{ENV_DIR}/bin"}
+    python = env.python or opts.python or sys.executable
+    return {"python": python, "path": os.path.dirname(python)}
+
+
+def docker_env(task: TaskPlan) -> Dict[str, str]:
+    """YARN's Docker runtime variables for a task with an image (Hadoop 3.1+)."""
+    if not task.docker:
+        return {}
+    env = {
+        "YARN_CONTAINER_RUNTIME_TYPE": "docker",
+        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": task.docker.image,
+        "YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK": task.docker.network,
+    }
+    if task.docker.mounts:
+        env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] = ",".join(task.docker.mounts)
+    return env
+
+
+def build_application_spec(plan: Plan, opts: YarnOptions):
+    import skein
+
+    py = python_command(plan, opts)
+    archive = plan.job.environment.archive
+    shared_files: Dict[str, object] = {}
+    if archive:
+        shared_files[ENV_DIR] = skein.File(source=archive, type="archive")
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+    master_env = {"SUBM_TOKEN": opts.token, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1"}
+    if not archive:
+        master_env["PYTHONPATH"] = pkg_parent
+    master = skein.Master(
+        resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
+        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **shared_files},
+        env=master_env,
+        script=(f'export PATH="{py["path"]}:$PATH"\n'
+                f"exec {shlex.quote(py['python']) if not archive else py['python']} "
+                f"-m submarine_py.runtime.am_main yarn {JOB_FILE}"),
+    )
+    executor_source = os.path.abspath(executor_module.__file__)
+    user_files = {dest: skein.File(source=src, type="file") for dest, src in plan.job.files.items()}
+    services = {}
+    for role, spec in plan.job.roles.items():
+        task = plan.task(role, 0)
+        env = {
+            "SUBM_TOKEN": opts.token,
+            "SUBM_ROLE": role,
+            "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
+            "SUBM_LOG_TO_CONTAINER": "1",
+            "PYTHONUNBUFFERED": "1",
+            **docker_env(task),
+        }
+        if task.docker:
+            script = f"exec python3 {EXECUTOR_FILE}"
+        else:
+            script = (f'export PATH="{py["path"]}:$PATH"\n'
+                      f"exec {shlex.quote(py['python']) if not archive else py['python']} {EXECUTOR_FILE}")
+        hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
+        services[role] = skein.Service(
+            instances=spec.instances,
+            resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
+                                      gpus=spec.resources.gpus),
+            files={EXECUTOR_FILE: skein.File(source=executor_source, type="file"), **user_files,
+                   **({} if task.docker else shared_files)},
+            env=env,
+            script=script,
+            max_restarts=0,        # the AM decides about restarts, not skein
+            allow_failures=True,   # a failed container must not end the application
+            node_label=spec.node_label or "",
+            **hints,
+        )
+    return skein.ApplicationSpec(
+        name=plan.job.name,
+        queue=plan.job.queue,
+        tags=[TAG, *plan.job.tags],
+        master=master,
+        services=services,
+        max_attempts=1,
+    )
