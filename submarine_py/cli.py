@@ -15,7 +15,7 @@ import click
 
 from . import __version__
 from .errors import SpecError, SubmarineError
-from .output import format_plan, format_progress, format_report, public_report, to_json
+from .output import format_events, format_plan, format_progress, format_report, public_report, to_json
 
 OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text",
                       envvar="SUBM_OUTPUT", show_default=True, help="Text for people, JSON for CI.")
@@ -94,11 +94,17 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             click.echo(to_json({"app_id": app_id, "backend": name}) if output == "json" else app_id)
             return
         click.echo(f"Submitted {plan.job.name} as {app_id}", err=True)
-        start = time.monotonic()
+        start, wall_start = time.monotonic(), time.time()
+        seen = {"events": 0}
 
         def progress(report: Dict[str, Any]) -> None:
-            if not quiet:
-                click.echo(format_progress(report, time.monotonic() - start), err=True)
+            if quiet:
+                return
+            events = report.get("events") or []
+            for line in format_events(events[seen["events"]:], wall_start):
+                click.echo(line, err=True)
+            seen["events"] = max(seen["events"], len(events))
+            click.echo(format_progress(report, time.monotonic() - start), err=True)
 
         try:
             report = be.wait(app_id, on_update=progress)

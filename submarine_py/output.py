@@ -56,6 +56,11 @@ def format_report(report: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_events(events: List[Dict[str, Any]], start: float) -> List[str]:
+    """AM decisions as progress lines (``start``: the submission's wall-clock time)."""
+    return [f"[{max(0.0, e['time'] - start):6.1f}s] AM: {e['message']}" for e in events]
+
+
 def format_progress(report: Dict[str, Any], elapsed: float) -> str:
     state = report.get("state")
     if state in ("ACCEPTED", None) or report.get("phase") == "STARTING" and not report.get("tasks"):

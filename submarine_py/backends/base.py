@@ -65,6 +65,7 @@ class Backend:
 
 def _progress_key(report: Report) -> Any:
     return (report.get("state"), report.get("phase"), report.get("attempts"), report.get("running"),
+            len(report.get("events") or ()),
             tuple((t.get("role"), t.get("index"), t.get("state")) for t in report.get("tasks") or ()))
 
 

@@ -28,6 +28,8 @@ log = logging.getLogger("subm.am")
 
 TERMINAL = ("SUCCEEDED", "FAILED", "KILLED")
 STOP_GRACE_SECONDS = 10
+#: Decisions kept in the report (the AM's log has all of them).
+MAX_EVENTS = 200
 
 
 @dataclass
@@ -91,12 +93,16 @@ class ApplicationMaster:
             [] if driver.prelaunched else [t.key for t in self.tasks.values()])
         self.finished_at: Optional[float] = None
         self.url = ""
+        self.events: List[Dict[str, Any]] = []
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
         self.kill_requested: Optional[str] = None
 
     # ------------------------------------------------------------------ utils
-    def _decide(self, msg: str, *args: Any) -> None:
-        log.info(msg, *args)
+    def _decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
+        """Log a decision of the AM and keep it for the report's ``events`` (what CI sees)."""
+        log.log(level, msg, *args)
+        self.events.append({"time": round(time.time(), 3), "message": msg % args if args else msg})
+        del self.events[:-MAX_EVENTS]
 
     def _send(self, ex: ExecutorState, op: str, **kw: Any) -> None:
         self.seq += 1
@@ -226,7 +232,7 @@ class ApplicationMaster:
         ts.exit_code = code
         if code == 0 and not stopped:
             ts.state = "SUCCEEDED"
-            log.info("%s succeeded (attempt %d)", ts.plan.id, ts.attempt)
+            self._decide("%s succeeded (attempt %d)", ts.plan.id, ts.attempt)
             if all(t.state == "SUCCEEDED" for t in self.tasks.values() if t.plan.tracked):
                 untracked = [t.plan.id for t in self.tasks.values() if t.state == "RUNNING"]
                 self._decide("every tracked task succeeded%s",
@@ -236,7 +242,7 @@ class ApplicationMaster:
         ts.state = "FAILED"
         where = f"; log: {ts.log}" if ts.log else ""
         reason = why or f"exit code {code}"
-        log.warning("%s failed with %s (attempt %d)%s", ts.plan.id, reason, ts.attempt, where)
+        self._decide("%s failed with %s (attempt %d)%s", ts.plan.id, reason, ts.attempt, where, level=logging.WARNING)
         policy, limit = self.plan.job.restart.policy, self.plan.job.restart.max_restarts
         failure = f"{ts.plan.id} failed with {reason} (attempt {ts.attempt}){where}"
         if policy == "gang" and self.gang_restarts < limit:
@@ -292,8 +298,7 @@ class ApplicationMaster:
             if ex.alive:
                 self._send(ex, "exit", code=0, grace=STOP_GRACE_SECONDS)
         self.to_launch.clear()
-        if diagnostics:
-            log.info("job %s: %s", state, diagnostics)
+        self._decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
 
     def kill(self, why: str = "killed by request") -> None:
         with self.lock:
@@ -373,9 +378,9 @@ class ApplicationMaster:
                 self.executors[ex_id] = ExecutorState(ex_id, role, alive=False)
                 spare = [ts for ts in self.tasks.values() if ts.plan.role == role
                          and self._live_executor(ts) is None and ts.key not in self.to_launch]
-                log.warning("container %s of role %s ended before registering (exit code %s%s)%s", ex_id, role,
-                            code, f"; {diagnostics}" if diagnostics else "",
-                            "; starting a replacement" if spare else "")
+                self._decide("container %s of role %s ended before registering (exit code %s%s)%s", ex_id, role,
+                             code, f"; {diagnostics}" if diagnostics else "",
+                             "; starting a replacement" if spare else "", level=logging.WARNING)
                 if spare:
                     self.to_launch.append(spare[0].key)
                 return
@@ -389,7 +394,7 @@ class ApplicationMaster:
             detail = f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
             if ts.state == "SUCCEEDED":
                 return
-            log.warning("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail)
+            self._decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
             ts.executor = None
             self._task_ended(ts, code if code not in (None, 0) else 1, why=detail)
             if self.phase in ("STARTING", "RUNNING") and self._live_executor(ts) is None \
@@ -435,5 +440,6 @@ class ApplicationMaster:
                     "total_seconds": round(end - self.submitted_at, 3),
                 },
                 "status_url": self.url,
+                "events": list(self.events),
             }
 

@@ -24,7 +24,8 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import requests
 
-from ...errors import BackendError, JobNotFoundError
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...gpus import describe_local_gpus, local_gpu_ids
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ..base import TERMINAL_STATES, Backend, Report
@@ -52,6 +53,24 @@ class LocalBackend(Backend):
         if must_exist and not os.path.isfile(os.path.join(path, "job.json")):
             raise JobNotFoundError(f"no local job {app_id} under {self.root}")
         return path
+
+    def check(self, plan: Plan) -> None:
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
+        wanted = sum(t.resources.gpus for t in plan.tasks)
+        if not wanted:
+            return
+        have = len(local_gpu_ids())
+        problems = []
+        for role, spec in plan.job.roles.items():
+            if spec.resources.gpus > have:
+                problems.append((f"roles.{role}.resources.gpus", f"{spec.resources.gpus} asked per task, this "
+                                 f"machine has {have} ({describe_local_gpus()})"))
+        if not problems and wanted > have:
+            problems.append(("roles", f"the job needs {wanted} GPUs at once, this machine has {have} "
+                                      f"({describe_local_gpus()})"))
+        if problems:
+            problems.append(("", "set resources.gpus: 0 to run on CPU, or run on YARN (--backend yarn)"))
+            raise ClusterLimitError(problems)
 
     def dryrun(self, plan: Plan) -> str:
         lines = [f"# local backend: the AM and {len(plan.tasks)} executor process(es) on this machine",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from ...plan import TaskPlan
 
@@ -17,7 +17,7 @@ def docker_binary() -> str:
 
 
 def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: str, job_id: str,
-             name: str) -> List[str]:
+             name: str, gpus: Sequence[str] = ()) -> List[str]:
     """The ``docker run`` command line for one task's executor (the executor runs inside)."""
     assert task.docker is not None
     d = task.docker
@@ -31,8 +31,8 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
     for m in d.mounts:
         argv += ["-v", m]
-    if task.resources.gpus:
-        argv += ["--gpus", str(task.resources.gpus)]
+    if gpus:  # the devices the driver assigned to this task, as YARN's GPU plugin would
+        argv += ["--gpus", f'"device={",".join(gpus)}"']
     for k, v in env.items():
         argv += ["-e", f"{k}={v}"]
     argv += [d.image, "python3", EXECUTOR_IN_CONTAINER]

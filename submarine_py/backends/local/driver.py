@@ -10,6 +10,7 @@ import time
 from typing import Dict, List, Optional
 
 from ...plan import TaskPlan
+from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
 from ...runtime import executor as executor_module
 from ...runtime.driver import ContainerDriver, Ended
@@ -32,6 +33,9 @@ class LocalDriver(ContainerDriver):
         self.launches = 0
         self.stopping: Dict[str, float] = {}
         self.used_docker = False
+        self.free_gpus: List[str] = local_gpu_ids()
+        self.has_gpus = bool(self.free_gpus)
+        self.gpus: Dict[str, List[str]] = {}
 
     # -- layout -------------------------------------------------------------
     def workdir(self, task: TaskPlan) -> str:
@@ -60,12 +64,15 @@ class LocalDriver(ContainerDriver):
         wd = self._prepare_workdir(task)
         os.makedirs(os.path.dirname(self.log_path(task)), exist_ok=True)
         full_env = dict(env, SUBM_EXECUTOR_ID=ex_id, SUBM_ADVERTISE_HOST=self.host, SUBM_WORKDIR=wd)
+        gpus = self._take_gpus(ex_id, task.resources.gpus)
+        if self.has_gpus and not task.docker:
+            full_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # isolation, as YARN gives it
         out = open(self.log_path(task, "stdout"), "ab")
         err = open(self.log_path(task, "stderr"), "ab")
         try:
             if task.docker:
                 name = f"subm-{self.job_id}-{ex_id}".replace("_", "-")
-                argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name)
+                argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name, gpus)
                 self.containers[ex_id] = name
                 self.used_docker = True
                 proc_env = dict(os.environ)
@@ -84,6 +91,19 @@ class LocalDriver(ContainerDriver):
         self.tasks[ex_id] = task
         return ex_id
 
+    def _take_gpus(self, ex_id: str, n: int) -> List[str]:
+        if n <= 0 or not self.has_gpus:
+            return []
+        if len(self.free_gpus) < n:
+            raise RuntimeError(f"{n} GPU(s) asked, {len(self.free_gpus)} free on this machine")
+        taken, self.free_gpus = self.free_gpus[:n], self.free_gpus[n:]
+        self.gpus[ex_id] = taken
+        return taken
+
+    def _release(self, ex_id: str) -> None:
+        self.free_gpus.extend(self.gpus.pop(ex_id, []))
+        self._remove_container(ex_id)
+
     def poll(self) -> List[Ended]:
         ended = []
         for ex_id, proc in list(self.procs.items()):
@@ -91,7 +111,7 @@ class LocalDriver(ContainerDriver):
             if code is not None:
                 del self.procs[ex_id]
                 self.stopping.pop(ex_id, None)
-                self._remove_container(ex_id)
+                self._release(ex_id)
                 ended.append(Ended(ex_id, code if code >= 0 else 128 - code))
             elif ex_id in self.stopping and time.monotonic() > self.stopping[ex_id]:
                 signal_group(proc.pid, signal.SIGKILL)
@@ -122,7 +142,7 @@ class LocalDriver(ContainerDriver):
         for ex_id, proc in list(self.procs.items()):
             signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
-            self._remove_container(ex_id)
+            self._release(ex_id)
         self.procs.clear()
         if self.used_docker:
             local_docker.remove_job_containers(self.job_id)
