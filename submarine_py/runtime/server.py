@@ -26,10 +26,16 @@ def serve(am: ApplicationMaster, host: str = "0.0.0.0", port: int = 0) -> Tuple[
     class Handler(_Handler):
         master = am
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="am-http", daemon=True).start()
     return server, server.server_address[1]
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # An executor or browser that went away mid-reply is routine, not an AM error.
+        log.debug("connection from %s ended early", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,97 @@
+"""Docker on YARN: the launch context carries YARN's Docker runtime variables.
+
+The rig's NodeManager runs the DefaultContainerExecutor (no Docker), which
+ignores those variables, so there the task runs natively; the test checks the
+variables in the real launch script and that the task still ran.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import requests
+
+from conftest import YARN_CONF_DIR, run_json, write_job
+from submarine_py.backends.yarn.spec import YarnOptions, build_application_spec, docker_env
+from submarine_py.plan import make_plan
+from submarine_py.spec import JobSpec
+
+pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
+
+SPEC = {
+    "name": "dockered",
+    "docker": {"image": "localhost/subm-test:bookworm", "mounts": ["/data:/data:ro", "/scratch:/scratch:rw"]},
+    "roles": {
+        "ps": {"command": "python3 ps.py", "docker": {"image": "localhost/ps-image:2", "network": "bridge"}},
+        "worker": {"instances": 2, "command": "python3 w.py"},
+        "tensorboard": {"command": "sleep 1", "docker": {"image": "localhost/tb:1"}},
+    },
+}
+
+
+@pytest.mark.unit
+def test_every_role_with_an_image_gets_the_docker_runtime_variables():
+    plan = make_plan(JobSpec.from_dict(SPEC))
+    worker = docker_env(plan.task("worker", 0))
+    assert worker == {
+        "YARN_CONTAINER_RUNTIME_TYPE": "docker",
+        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": "localhost/subm-test:bookworm",
+        "YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK": "host",
+        "YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS": "/data:/data:ro,/scratch:/scratch:rw",
+    }
+    ps = docker_env(plan.task("ps", 0))  # a role's own image overrides the job's; mounts inherited
+    assert ps["YARN_CONTAINER_RUNTIME_DOCKER_IMAGE"] == "localhost/ps-image:2"
+    assert ps["YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK"] == "bridge"
+    assert ps["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] == "/data:/data:ro,/scratch:/scratch:rw"
+
+
+@pytest.mark.unit
+def test_the_skein_spec_runs_the_executor_with_the_images_python():
+    plan = make_plan(JobSpec.from_dict(SPEC))
+    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token="t", rm_url="http://rm:8088"))
+    worker = spec.services["worker"]
+    assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
+    assert worker.script.strip() == "exec python3 subm_executor.py"
+    assert "PATH" not in worker.script  # the image's own python3, not the submitter's interpreter
+    assert "docker" not in " ".join(spec.master.env)  # the AM runs outside images
+
+
+def _rig() -> str:
+    if not YARN_CONF_DIR:
+        return "no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)"
+    from submarine_py.backends.yarn.rest import rm_address
+
+    try:
+        requests.get(rm_address(YARN_CONF_DIR) + "/ws/v1/cluster/info", timeout=3).raise_for_status()
+    except requests.RequestException as exc:
+        return f"the YARN ResourceManager does not answer: {exc}"
+    return ""
+
+
+@pytest.mark.yarn
+def test_yarn_launch_context_carries_the_docker_runtime_variables(tmp_path):
+    why = _rig()
+    if why:
+        pytest.skip(why)
+    job = write_job(tmp_path / "job", """
+        name: docker-on-yarn
+        docker: {image: localhost/subm-test:bookworm, mounts: ["/tmp:/tmp:ro"]}
+        roles:
+          worker:
+            resources: {memory: 256 MiB}
+            command: python3 -c "import os; print('native' if not os.path.exists('/.dockerenv') else 'docker')"
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "yarn", env={"HADOOP_CONF_DIR": YARN_CONF_DIR})
+    assert rc == 0, err
+    task = report["tasks"][0]
+    node = task["log"].split("/node/")[0]
+    cid = task["log"].rstrip("/").split("/")[-2]
+    base = f"{node}/ws/v1/node/containers/{cid}/logs"
+    launch = requests.get(f"{base}/launch_container.sh", timeout=10).text
+    assert 'export YARN_CONTAINER_RUNTIME_TYPE="docker"' in launch
+    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_IMAGE="localhost/subm-test:bookworm"' in launch
+    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS="/tmp:/tmp:ro"' in launch
+    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK="host"' in launch
+    # The rig's NodeManager has no Docker runtime: the task ran natively.
+    assert "native" in requests.get(f"{base}/stdout", timeout=10).text
