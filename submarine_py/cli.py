@@ -210,5 +210,19 @@ def init(framework: str, name: Optional[str], path: str, force: bool) -> None:
     click.echo(f"Wrote {path}; check it with: subm validate {path}", err=True)
 
 
+@main.command(name="hadoop-conf")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="An admin value, lists comma-separated (repeatable); keys in hadoop-conf/README.md.")
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+def hadoop_conf(out_dir: str, sets: Tuple[str, ...], force: bool) -> None:
+    """Write example YARN configuration for GPUs and Docker (yarn-site.xml, resource-types.xml,
+    capacity-scheduler.xml, container-executor.cfg), rendered with an admin's values."""
+    from .hadoopconf import parse_values, write_hadoop_conf
+
+    for path in write_hadoop_conf(out_dir, parse_values(sets), force=force):
+        click.echo(path)
+
+
 if __name__ == "__main__":
     main()

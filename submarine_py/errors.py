@@ -32,7 +32,7 @@ class SpecError(SubmarineError, ValueError):
         lines = [f"{path}: {msg}" if path else msg for path, msg in self.problems]
         if len(lines) == 1:
             return lines[0]
-        return f"{len(lines)} problems in the job spec:\n" + "\n".join("  " + line for line in lines)
+        return f"{len(lines)} problems:\n" + "\n".join("  " + line for line in lines)
 
 
 class BackendError(SubmarineError, RuntimeError):

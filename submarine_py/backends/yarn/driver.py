@@ -97,7 +97,9 @@ class YarnDriver(ContainerDriver):
             states[str(c.state)] = states.get(str(c.state), 0) + 1
         word = ", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "no container"
         if "REQUESTED" in states or "WAITING" in states:
-            word += " (pending: YARN has not allocated them"
+            r = self.plan.job.roles[role].resources
+            word += (f" (pending: YARN has not allocated them; each asks <memory:{r.memory_mb} MiB, "
+                     f"vCores:{r.vcores}, yarn.io/gpu:{r.gpus}>")
             if self.rm is not None:
                 word += "; " + self.rm.queue_headroom(self.plan.job.queue)
             word += ")"

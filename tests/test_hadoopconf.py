@@ -1,0 +1,227 @@
+"""Example Hadoop configuration for GPUs + Docker on YARN 3.1+ (`subm hadoop-conf`).
+
+The templates render to well-formed XML and a container-executor.cfg whose
+sections and keys agree with yarn-site.xml; the admin's values are checked
+before anything is written, every problem named by its key.
+"""
+import configparser
+import os
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from submarine_py.errors import SpecError
+from submarine_py.hadoopconf import DEFAULTS, FILES, render_hadoop_conf, write_hadoop_conf
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parent.parent
+HADOOP_311 = Path(os.environ.get("HADOOP_311_HOME", "/opt/hadoop-3.1.1"))
+
+
+def props(xml_text: str) -> dict:
+    """The <property> name -> value pairs of a Hadoop XML file (parsing proves it well-formed)."""
+    root = ET.fromstring(xml_text.encode())
+    assert root.tag == "configuration"
+    return {p.findtext("name"): p.findtext("value") or "" for p in root.findall("property")}
+
+
+def cfg(text: str) -> configparser.ConfigParser:
+    """container-executor.cfg read as INI; its top-level keys land in section [top]."""
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    parser.optionxform = str
+    parser.read_string("[top]\n" + text)
+    return parser
+
+
+def test_defaults_render_the_four_files_as_well_formed_configuration():
+    files = render_hadoop_conf()
+    assert list(files) == list(FILES) == ["yarn-site.xml", "resource-types.xml",
+                                          "capacity-scheduler.xml", "container-executor.cfg"]
+    for name in FILES:
+        if name.endswith(".xml"):
+            props(files[name])
+
+
+def test_yarn_site_enables_gpus_docker_and_the_linux_container_executor():
+    site = props(render_hadoop_conf()["yarn-site.xml"])
+    assert site["yarn.nodemanager.resource-plugins"] == "yarn.io/gpu"
+    assert site["yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices"] == "auto"
+    assert site["yarn.nodemanager.resource-plugins.gpu.docker-plugin"] == "nvidia-docker-v1"
+    assert site["yarn.nodemanager.container-executor.class"].endswith(".LinuxContainerExecutor")
+    assert site["yarn.nodemanager.linux-container-executor.resources-handler.class"].endswith(
+        ".CgroupsLCEResourcesHandler")
+    assert site["yarn.nodemanager.linux-container-executor.group"] == "hadoop"
+    assert site["yarn.nodemanager.linux-container-executor.path"] == "/opt/hadoop/bin/container-executor"
+    assert site["yarn.nodemanager.runtime.linux.allowed-runtimes"] == "default,docker"
+    assert site["yarn.nodemanager.runtime.linux.docker.allowed-container-networks"] == "host,bridge,none"
+    assert site["yarn.nodemanager.runtime.linux.docker.default-container-network"] == "host"
+    assert site["yarn.nodemanager.runtime.linux.docker.privileged-containers.allowed"] == "false"
+    assert site["yarn.nodemanager.runtime.linux.docker.delayed-removal.allowed"] == "true"
+    assert site["yarn.nodemanager.delete.debug-delay-sec"] == "600"
+    assert site["yarn.nodemanager.resource.memory-mb"] == "65536"
+    assert site["yarn.nodemanager.resource.cpu-vcores"] == "16"
+
+
+def test_resource_types_and_the_dominant_resource_calculator():
+    files = render_hadoop_conf()
+    assert props(files["resource-types.xml"]) == {"yarn.resource-types": "yarn.io/gpu"}
+    cs = props(files["capacity-scheduler.xml"])
+    assert cs["yarn.scheduler.capacity.resource-calculator"] == \
+        "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"
+    assert cs["yarn.scheduler.capacity.root.queues"] == "default"
+    assert cs["yarn.scheduler.capacity.root.default.capacity"] == "100"
+    assert cs["yarn.scheduler.capacity.root.default.state"] == "RUNNING"
+
+
+def test_container_executor_cfg_has_docker_gpu_and_cgroups_sections():
+    ce = cfg(render_hadoop_conf()["container-executor.cfg"])
+    assert ce.sections() == ["top", "docker", "gpu", "cgroups"]
+    assert dict(ce["top"]) == {"yarn.nodemanager.linux-container-executor.group": "hadoop",
+                               "banned.users": "yarn,mapred,hdfs,bin", "min.user.id": "1000",
+                               "feature.tc.enabled": "false"}
+    docker = ce["docker"]
+    assert docker["module.enabled"] == "true"
+    assert docker["docker.binary"] == "/usr/bin/docker"
+    assert docker["docker.allowed.networks"] == "host,bridge,none"
+    assert docker["docker.trusted.registries"] == "localhost,library"
+    assert docker["docker.privileged-containers.enabled"] == "false"
+    assert docker["docker.allowed.ro-mounts"] == "/etc/passwd,/etc/group,/sys/fs/cgroup"
+    assert docker["docker.allowed.volume-drivers"] == "nvidia-docker"
+    assert "/dev/nvidiactl" in docker["docker.allowed.devices"].split(",")
+    assert ce["gpu"]["module.enabled"] == "true"
+    assert dict(ce["cgroups"]) == {"root": "/sys/fs/cgroup", "yarn-hierarchy": "hadoop-yarn"}
+
+
+def test_both_files_agree_where_hadoop_needs_them_to():
+    files = render_hadoop_conf({"nm_local_dirs": "/data1/yarn,/data2/yarn", "nm_log_dirs": ["/data1/logs"],
+                                "rw_mounts": ["/scratch"], "container_executor_group": "yarn",
+                                "cgroups_hierarchy": "/yarn/"})
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    # The NodeManager mounts every container's work and log folders: they must be allowed read-write.
+    assert ce["docker"]["docker.allowed.rw-mounts"] == "/data1/yarn,/data2/yarn,/data1/logs,/scratch"
+    assert site["yarn.nodemanager.local-dirs"] == "/data1/yarn,/data2/yarn"
+    assert site["yarn.nodemanager.linux-container-executor.group"] == \
+        ce["top"]["yarn.nodemanager.linux-container-executor.group"] == "yarn"
+    assert site["yarn.nodemanager.runtime.linux.docker.allowed-container-networks"] == \
+        ce["docker"]["docker.allowed.networks"]
+    assert set(site["yarn.nodemanager.runtime.linux.docker.capabilities"].split(",")) <= \
+        set(ce["docker"]["docker.allowed.capabilities"].split(","))
+    assert site["yarn.nodemanager.linux-container-executor.cgroups.hierarchy"] == \
+        ce["cgroups"]["yarn-hierarchy"] == "yarn"
+    assert site["yarn.nodemanager.linux-container-executor.cgroups.mount-path"] == ce["cgroups"]["root"]
+
+
+def test_custom_values_reach_the_files():
+    files = render_hadoop_conf({
+        "trusted_registries": ["registry.example.com:5000", "localhost"],
+        "ro_mounts": "/datasets, /etc/passwd",
+        "gpus_allowed": "0:0,1:1",
+        "memory_mb": "131072", "vcores": 32, "min_user_id": 500,
+        "docker_binary": "/usr/local/bin/docker",
+        "resourcemanager_hostname": "rm1.example.com",
+        "nvidia_driver_version": "535.104.05",
+        "nvidia_smi_path": "/usr/bin/nvidia-smi",
+    })
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    assert ce["docker"]["docker.trusted.registries"] == "registry.example.com:5000,localhost"
+    assert ce["docker"]["docker.allowed.ro-mounts"] == "/datasets,/etc/passwd,nvidia_driver_535.104.05"
+    assert ce["docker"]["docker.binary"] == "/usr/local/bin/docker"
+    assert ce["top"]["min.user.id"] == "500"
+    assert site["yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices"] == "0:0,1:1"
+    assert site["yarn.nodemanager.resource.memory-mb"] == site["yarn.scheduler.maximum-allocation-mb"] == "131072"
+    assert site["yarn.nodemanager.resource.cpu-vcores"] == "32"
+    assert site["yarn.resourcemanager.hostname"] == "rm1.example.com"
+    assert site["yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables"] == "/usr/bin/nvidia-smi"
+
+
+def test_nvidia_docker_v2_uses_the_nvidia_runtime_instead_of_the_v1_volume_driver():
+    files = render_hadoop_conf({"gpu_docker_plugin": "nvidia-docker-v2"})
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    assert site["yarn.nodemanager.resource-plugins.gpu.docker-plugin"] == "nvidia-docker-v2"
+    assert not any("nvidia-docker-v1" in name for name in site)
+    assert ce["docker"]["docker.allowed.runtimes"] == "nvidia"
+    assert "docker.allowed.volume-drivers" not in ce["docker"]
+
+
+@pytest.mark.parametrize("values, key, message", [
+    ({"trusted_registries": ["localhost", "registry.example.com/team"]}, "trusted_registries[1]", "without '/'"),
+    ({"trusted_registries": []}, "trusted_registries", "must not be empty"),
+    ({"ro_mounts": ["data"]}, "ro_mounts[0]", "must be an absolute path"),
+    ({"ro_mounts": ["/"]}, "ro_mounts[0]", "whole host filesystem"),
+    ({"rw_mounts": ["/etc"]}, "rw_mounts[0]", "must not be mounted read-write"),
+    ({"rw_mounts": ["/data/../etc"]}, "rw_mounts[0]", "normalized"),
+    ({"nm_local_dirs": ["/a,b"]}, "nm_local_dirs[0]", "no commas"),
+    ({"nm_log_dirs": []}, "nm_log_dirs", "must not be empty"),
+    ({"gpus_allowed": "all"}, "gpus_allowed", "'auto' or index:minor"),
+    ({"gpu_docker_plugin": "nvidia-container-toolkit"}, "gpu_docker_plugin", "nvidia-docker-v1, nvidia-docker-v2"),
+    ({"docker_binary": "docker"}, "docker_binary", "absolute path"),
+    ({"docker_devices": ["/tmp/nvidia0"]}, "docker_devices[0]", "under /dev/"),
+    ({"docker_default_network": "calico"}, "docker_default_network", "must be one of docker_networks"),
+    ({"container_executor_group": "Hadoop Users"}, "container_executor_group", "Unix group name"),
+    ({"memory_mb": 0}, "memory_mb", "integer >= 1"),
+    ({"vcores": "many"}, "vcores", "integer >= 1"),
+    ({"min_user_id": True}, "min_user_id", "integer >= 0"),
+    ({"resourcemanager_hostname": "rm host"}, "resourcemanager_hostname", "host name"),
+    ({"nvidia_driver_version": "latest"}, "nvidia_driver_version", "driver version"),
+    ({"trusted_registry": ["localhost"]}, "trusted_registry", "unknown setting"),
+])
+def test_bad_values_are_refused_naming_the_key(values, key, message):
+    with pytest.raises(SpecError) as err:
+        render_hadoop_conf(values)
+    assert [path for path, _ in err.value.problems] == [key]
+    assert message in err.value.problems[0][1]
+    assert str(err.value).startswith(f"{key}: ")
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(SpecError) as err:
+        render_hadoop_conf({"ro_mounts": ["rel"], "memory_mb": -1, "nm_local_dirs": "/ok,also-rel"})
+    assert [path for path, _ in err.value.problems] == ["ro_mounts[0]", "nm_local_dirs[1]", "memory_mb"]
+
+
+def test_values_cannot_inject_xml_or_extra_cfg_lines():
+    with pytest.raises(SpecError):
+        render_hadoop_conf({"nm_local_dirs": ["/data</value><value>x"]})
+    with pytest.raises(SpecError):
+        render_hadoop_conf({"docker_binary": "/usr/bin/docker\ndocker.privileged-containers.enabled=true"})
+
+
+def test_write_refuses_to_overwrite_without_force(tmp_path):
+    out = tmp_path / "conf"
+    written = write_hadoop_conf(str(out), {"memory_mb": 1024})
+    assert sorted(os.path.basename(p) for p in written) == sorted(FILES)
+    (out / "yarn-site.xml").write_text("mine")
+    with pytest.raises(SpecError, match="already exists"):
+        write_hadoop_conf(str(out))
+    assert (out / "yarn-site.xml").read_text() == "mine"
+    write_hadoop_conf(str(out), force=True)
+    assert props((out / "yarn-site.xml").read_text())["yarn.nodemanager.resource.memory-mb"] == "65536"
+
+
+def test_the_committed_example_files_are_the_defaults_rendered():
+    """hadoop-conf/ must not drift from the templates: re-render with `subm hadoop-conf --force`."""
+    for name, text in render_hadoop_conf().items():
+        assert (REPO / "hadoop-conf" / name).read_text() == text, name
+    assert set(DEFAULTS) <= set((REPO / "hadoop-conf" / "README.md").read_text().replace("`", " ").split())
+
+
+@pytest.mark.skipif(not (HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar").exists(),
+                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME, default /opt/hadoop-3.1.1)")
+def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
+    """A misspelt property is silently ignored by Hadoop; check the names against yarn-default.xml."""
+    with zipfile.ZipFile(HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:
+        known = set(props(jar.read("yarn-default.xml").decode()))
+    for values in ({}, {"nvidia_smi_path": "/usr/bin/nvidia-smi"}, {"gpu_docker_plugin": "nvidia-docker-v2"}):
+        files = render_hadoop_conf(values)
+        names = set(props(files["yarn-site.xml"])) | set(props(files["resource-types.xml"]))
+        assert names - known == set()
+
+
+def test_empty_lists_leave_their_line_out_rather_than_allow_nothing_by_accident():
+    ce = cfg(render_hadoop_conf({"ro_mounts": "", "docker_devices": [], "banned_users": ""})["container-executor.cfg"])
+    assert "docker.allowed.ro-mounts" not in ce["docker"]
+    assert "docker.allowed.devices" not in ce["docker"]
+    assert "banned.users" not in ce["top"]
