@@ -36,6 +36,9 @@ import urllib.request
 AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
 POLL_SECONDS = 20
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+#: Pids that subprocess.Popen reaps itself (reaping them here would lose their exit code).
+_POPEN_CHILDREN = set()
 
 
 def _log(msg):
@@ -43,15 +46,48 @@ def _log(msg):
     sys.stderr.flush()
 
 
-def _die_with_parent(sig=signal.SIGKILL):
-    """Ask Linux to signal this process when its parent exits (no orphans)."""
+def _prctl(option, value):
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(option, int(value), 0, 0, 0)
     except Exception:  # not Linux: best effort only
         pass
+
+
+def _die_with_parent(sig=signal.SIGKILL):
+    """Ask Linux to signal this process when its parent exits (no orphans)."""
+    _prctl(PR_SET_PDEATHSIG, sig)
+
+
+def _descendants():
+    """Pids of every process below this one (Linux /proc; orphans of the task's
+    command stay below us because the executor is a child subreaper)."""
+    children = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            state, ppid = fields[0], int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if state == "Z":  # dead: reap orphans left to us (the command itself is Popen's to reap)
+            if ppid == os.getpid() and int(entry) not in _POPEN_CHILDREN:
+                _reap(int(entry))
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 class AMClient:
@@ -207,13 +243,14 @@ class Executor:
         try:
             self.child = subprocess.Popen(
                 ["/bin/sh", "-c", instr["command"]], cwd=cwd, env=env,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             sys.stderr.write("[subm] cannot start the command: %s\n" % exc)
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
+        _POPEN_CHILDREN.add(self.child.pid)
         self.child_attempt = instr["attempt"]
         self.stopping = False
         try:
@@ -226,12 +263,16 @@ class Executor:
         if self.child is None or self.child.poll() is not None:
             return
         self.stopping = True
-        _signal_group(self.child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        _signal_tree(self.child.pid, signal.SIGTERM)
         try:
             self.child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            _signal_group(self.child.pid, signal.SIGKILL)
-            self.child.wait()
+            pass
+        while _descendants() and time.monotonic() < deadline:  # the command's own children
+            time.sleep(0.05)
+        _signal_tree(self.child.pid, signal.SIGKILL)
+        self.child.wait()
 
     def check_child(self):
         if self.child is None or self.child.poll() is None:
@@ -239,7 +280,7 @@ class Executor:
         code = self.child.returncode
         if code < 0:
             code = 128 - code  # like a shell: killed by signal N -> 128+N
-        _signal_group(self.child.pid, signal.SIGKILL)  # whatever the command left behind
+        _signal_tree(None, signal.SIGKILL)  # whatever the command left behind
         attempt, stopped = self.child_attempt, self.stopping
         self.child = None
         self.report_exit(attempt, code, stopped)
@@ -286,15 +327,32 @@ class Executor:
                 return int(instr.get("code", 0 if op == "exit" else 1))
 
 
-def _signal_group(pid, sig):
+def _reap(pid):
     try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
         pass
+
+
+def _signal_tree(pid, sig):
+    """Signal the task's command and everything it started.
+
+    The command stays in the executor's process group (so YARN's kill of the
+    container's group reaches it); the executor walks its descendants instead.
+    """
+    pids = _descendants()
+    if pid is not None and pid not in pids:
+        pids.insert(0, pid)
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def main():
     _die_with_parent(signal.SIGTERM)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
     if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
         log_to_container(os.environ)
     try:

@@ -109,6 +109,8 @@ class LocalDriver(ContainerDriver):
         for ex_id, proc in list(self.procs.items()):
             code = proc.poll()
             if code is not None:
+                # The executor's group also holds its task's processes: none may outlive it.
+                signal_group(proc.pid, signal.SIGKILL)
                 del self.procs[ex_id]
                 self.stopping.pop(ex_id, None)
                 self._release(ex_id)
