@@ -86,7 +86,7 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     if dry_run:
         click.echo(be.dryrun(plan))
         return
-    if not quiet or output == "text":
+    if not quiet:
         click.echo(f"Backend: {name}{why}", err=True)
     with _TermAsInterrupt():
         app_id = be.submit(plan, detach=detach)

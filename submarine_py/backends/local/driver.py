@@ -80,7 +80,7 @@ class LocalDriver(ContainerDriver):
                 argv = [sys.executable, EXECUTOR_PATH]
                 proc_env = dict(os.environ)
                 # `python` in a task's command is the interpreter that runs subm.
-                proc_env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + proc_env.get("PATH", "")
+                proc_env["PATH"] = self._python_dir() + os.pathsep + proc_env.get("PATH", "")
                 proc_env.update(full_env)
             proc = subprocess.Popen(argv, cwd=wd, env=proc_env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=err, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
@@ -90,6 +90,15 @@ class LocalDriver(ContainerDriver):
         self.procs[ex_id] = proc
         self.tasks[ex_id] = task
         return ex_id
+
+    def _python_dir(self) -> str:
+        """A folder where ``python`` is this interpreter (bare Debian has only ``python3``)."""
+        bin_dir = os.path.join(self.job_dir, "bin")
+        if not os.path.isdir(bin_dir):
+            os.makedirs(bin_dir)
+            for name in ("python", "python3"):
+                os.symlink(sys.executable, os.path.join(bin_dir, name))
+        return bin_dir + os.pathsep + os.path.dirname(sys.executable)
 
     def _take_gpus(self, ex_id: str, n: int) -> List[str]:
         if n <= 0 or not self.has_gpus:

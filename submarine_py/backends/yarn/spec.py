@@ -35,12 +35,15 @@ class YarnOptions:
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
-    """The interpreter containers use, and the PATH prefix that makes ``python`` resolve to it."""
+    """The interpreter containers use, and shell lines that make ``python`` resolve to it."""
     env = plan.job.environment
     if env.archive:
-        return {"python": f"./{ENV_DIR}/bin/python", "path": f"$PWD/{ENV_DIR}/bin"}
+        return {"python": f"./{ENV_DIR}/bin/python", "setup": f'export PATH="$PWD/{ENV_DIR}/bin:$PATH"'}
     python = env.python or opts.python or sys.executable
-    return {"python": python, "path": os.path.dirname(python)}
+    # A folder where `python` is this interpreter, even where the node has only `python3`.
+    setup = (f'mkdir -p .subm-bin && ln -sf {shlex.quote(python)} .subm-bin/python && '
+             f'export PATH="$PWD/.subm-bin:{os.path.dirname(python)}:$PATH"')
+    return {"python": shlex.quote(python), "setup": setup}
 
 
 def docker_env(task: TaskPlan) -> Dict[str, str]:
@@ -74,9 +77,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
         files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **shared_files},
         env=master_env,
-        script=(f'export PATH="{py["path"]}:$PATH"\n'
-                f"exec {shlex.quote(py['python']) if not archive else py['python']} "
-                f"-m submarine_py.runtime.am_main yarn {JOB_FILE}"),
+        script=f"{py['setup']}\nexec {py['python']} -m submarine_py.runtime.am_main yarn {JOB_FILE}",
     )
     executor_source = os.path.abspath(executor_module.__file__)
     user_files = {dest: skein.File(source=src, type="file") for dest, src in plan.job.files.items()}
@@ -94,8 +95,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         if task.docker:
             script = f"exec python3 {EXECUTOR_FILE}"
         else:
-            script = (f'export PATH="{py["path"]}:$PATH"\n'
-                      f"exec {shlex.quote(py['python']) if not archive else py['python']} {EXECUTOR_FILE}")
+            script = f"{py['setup']}\nexec {py['python']} {EXECUTOR_FILE}"
         hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
         services[role] = skein.Service(
             instances=spec.instances,
