@@ -33,10 +33,16 @@ def _table(rows: List[List[str]]) -> List[str]:
 def format_report(report: Dict[str, Any]) -> str:
     t = report.get("timings") or {}
     attempts = report.get("attempts") or 1
-    head = (f"Job {report.get('name', '')} ({report.get('app_id')}) {report.get('state')} "
-            f"after {attempts} attempt{'s' if attempts != 1 else ''}")
-    if t.get("total_seconds") is not None:
-        head += f" in {t['total_seconds']:.1f} s"
+    state = report.get("state")
+    if state in ("SUCCEEDED", "FAILED", "KILLED"):
+        head = (f"Job {report.get('name', '')} ({report.get('app_id')}) {state} "
+                f"after {attempts} attempt{'s' if attempts != 1 else ''}")
+        if t.get("total_seconds") is not None:
+            head += f" in {t['total_seconds']:.1f} s"
+    else:
+        head = f"Job {report.get('name', '')} ({report.get('app_id')}) {state}, attempt {attempts}"
+        if t.get("total_seconds") is not None:
+            head += f", {t['total_seconds']:.1f} s since submission"
     if t.get("gang_ready_seconds") is not None:
         head += f" (gang ready after {t['gang_ready_seconds']:.1f} s)"
     lines = [head]

@@ -1,0 +1,97 @@
+"""The plan as a skein ApplicationSpec: a pure function, checked without a cluster."""
+from __future__ import annotations
+
+import pytest
+
+from submarine_py.backends.yarn.spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
+from submarine_py.plan import make_plan
+from submarine_py.spec import JobSpec
+
+skein = pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
+pytestmark = pytest.mark.unit
+
+
+def build(tmp_path, **job):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    data = {
+        "name": "gpu-job", "framework": "tensorflow", "queue": "research", "tags": ["team-a"],
+        "restart": {"policy": "gang", "max_restarts": 2},
+        "roles": {
+            "chief": {"command": "python train.py", "resources": {"memory": "4 GiB", "vcores": 2, "gpus": 1}},
+            "worker": {"instances": 3, "command": "python train.py",
+                       "resources": {"memory": "8 GiB", "vcores": 4, "gpus": 2}, "node_label": "gpu"},
+            "ps": {"instances": 2, "command": "python train.py", "resources": {"memory": "2 GiB"}},
+        },
+        "files": {"train.py": "train.py"},
+    }
+    data.update(job)
+    plan = make_plan(JobSpec.from_dict(data, base_dir=str(tmp_path)))
+    opts = YarnOptions(job_file=str(tmp_path / "job.json"), token="secret", rm_url="http://rm:8088",
+                       node_hosts=["node1", "node2"], python="/opt/py/bin/python3")
+    return build_application_spec(plan, opts)
+
+
+def test_each_role_is_a_service_with_its_instances_and_resources_declared_up_front(tmp_path):
+    spec = build(tmp_path)
+    assert set(spec.services) == {"chief", "worker", "ps"}
+    worker = spec.services["worker"]
+    assert worker.instances == 3
+    assert (worker.resources.memory, worker.resources.vcores, worker.resources.gpus) == (8192, 4, 2)
+    assert spec.services["chief"].resources.gpus == 1
+    assert spec.services["ps"].resources.gpus == 0
+
+
+def test_the_application_carries_queue_tags_and_name(tmp_path):
+    spec = build(tmp_path)
+    assert spec.queue == "research"
+    assert spec.name == "gpu-job"
+    assert set(spec.tags) == {"submarine", "team-a"}
+    assert spec.max_attempts == 1
+
+
+def test_node_hints_with_relaxed_locality_except_for_labelled_roles(tmp_path):
+    spec = build(tmp_path)
+    ps = spec.services["ps"]
+    assert list(ps.nodes) == ["node1", "node2"] and ps.relax_locality
+    worker = spec.services["worker"]
+    assert worker.node_label == "gpu" and not worker.nodes
+
+
+def test_the_am_decides_about_restarts_not_skein(tmp_path):
+    for service in build(tmp_path).services.values():
+        assert service.max_restarts == 0
+        assert service.allow_failures  # a failed container must not end the application
+
+
+def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_path):
+    spec = build(tmp_path)
+    worker = spec.services["worker"]
+    assert set(worker.files) == {EXECUTOR_FILE, "train.py"}
+    assert worker.env["SUBM_ROLE"] == "worker"
+    assert worker.env["SUBM_TOKEN"] == "secret"
+    assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
+    assert worker.script.endswith(f"exec /opt/py/bin/python3 {EXECUTOR_FILE}")
+    assert "ln -sf /opt/py/bin/python3 .subm-bin/python" in worker.script
+
+
+def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):
+    spec = build(tmp_path)
+    assert set(spec.master.files) == {JOB_FILE}
+    assert spec.master.script.endswith(f"-m submarine_py.runtime.am_main yarn {JOB_FILE}")
+    assert spec.master.env["SUBM_TOKEN"] == "secret"
+
+
+def test_a_packed_environment_is_localized_and_unpacked_everywhere(tmp_path):
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"")
+    spec = build(tmp_path, environment={"archive": str(archive)})
+    assert spec.master.files["environment"].type == "ARCHIVE"
+    assert spec.services["worker"].files["environment"].type == "ARCHIVE"
+    assert "exec ./environment/bin/python" in spec.services["worker"].script
+    assert 'export PATH="$PWD/environment/bin:$PATH"' in spec.master.script
+
+
+def test_the_spec_round_trips_through_skeins_yaml(tmp_path):
+    spec = build(tmp_path)
+    again = skein.ApplicationSpec.from_yaml(spec.to_yaml())
+    assert again.to_dict() == spec.to_dict()
