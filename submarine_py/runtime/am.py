@@ -314,6 +314,8 @@ class ApplicationMaster:
         job_deadline = (time.monotonic() + self.plan.job.timeouts.job_seconds
                         if self.plan.job.timeouts.job_seconds else None)
         finishing_since: Optional[float] = None
+        told_to_stop: set = set()
+        unheard: List[str] = []
         while True:
             if self.kill_requested:
                 self.kill(self.kill_requested)
@@ -337,6 +339,12 @@ class ApplicationMaster:
                     alive = [e for e in self.executors.values() if e.alive]
                     if not alive or now - finishing_since > STOP_GRACE_SECONDS + 5:
                         break
+                    # An executor that never registered polls no instructions, so it cannot
+                    # hear "exit" (e.g. after a gang timeout): stop it now instead of waiting.
+                    unheard = [e.id for e in alive if not e.info and e.id not in told_to_stop]
+            for ex_id in unheard if self.phase == "FINISHING" else ():
+                told_to_stop.add(ex_id)
+                self.driver.kill(ex_id)
             time.sleep(0.05)
         for ex in [e for e in self.executors.values() if e.alive]:
             self.driver.kill(ex.id)

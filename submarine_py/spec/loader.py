@@ -21,7 +21,8 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
     """Turn ``--set key=value`` options into template variables.
 
     Values are read as YAML scalars, so ``--set epochs=3`` gives the integer 3
-    and ``--set lr=0.1`` a float; anything else stays a string.
+    and ``--set lr=0.1`` a float (numbers still render as written: ``0123``
+    stays ``0123``); ``true``/``false`` give booleans; anything else stays a string.
     """
     out: Dict[str, Any] = {}
     problems = []
@@ -35,10 +36,44 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
-        out[key] = raw if isinstance(value, (dict, list)) or value is None else value
+        if isinstance(value, (dict, list)) or value is None:
+            value = raw
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = _Int(value, raw.strip())
+        elif isinstance(value, float):
+            value = _Float(value, raw.strip())
+        out[key] = value
     if problems:
         raise SpecError(problems)
     return out
+
+
+class _Int(int):
+    """A number from ``--set`` that renders as typed: ``--set run=0123`` is ``0123``, not 83."""
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> "_Int":
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Float(float):
+    """Like :class:`_Int`: ``--set version=1.10`` renders ``1.10``, and computes as 1.1."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> "_Float":
+        obj = super().__new__(cls, value)
+        obj.text = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def render_template(text: str, variables: Mapping[str, Any], name: str = "job.yaml") -> str:

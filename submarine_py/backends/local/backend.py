@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from typing import Any, Dict, List, Optional, TextIO
 
 import requests
 
-from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
@@ -55,7 +56,13 @@ class LocalBackend(Backend):
         return path
 
     def check(self, plan: Plan) -> None:
-        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once);
+        refuse file sources it cannot copy (URLs are for YARN's localization)."""
+        urls = [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
+                                  f"fetch {src}; give a local path (or run on YARN)")
+                for dest, src in plan.job.files.items() if "://" in src]
+        if urls:
+            raise SpecError(urls)
         wanted = sum(t.resources.gpus for t in plan.tasks)
         if not wanted:
             return
@@ -190,7 +197,11 @@ class LocalBackend(Backend):
              follow: bool = False) -> None:
         job_dir = self.job_dir(app_id)
         pattern = f"{role or '*'}-{'*' if index is None else index}.*"
-        files = sorted(glob.glob(os.path.join(job_dir, "logs", pattern)))
+        # Role names may contain '-': "worker-*" alone would also match role "worker-eval".
+        exact = re.compile(rf"^{re.escape(role) if role else '.+'}-{index if index is not None else r'[0-9]+'}"
+                           r"\.(stdout|stderr)$")
+        files = sorted(p for p in glob.glob(os.path.join(job_dir, "logs", pattern))
+                       if exact.match(os.path.basename(p)))
         if role is None and index is None:
             files.insert(0, os.path.join(job_dir, "am.log"))
         if not files:

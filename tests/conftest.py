@@ -1,0 +1,145 @@
+"""Shared fixtures and helpers.
+
+Every test gets its own ``SUBM_HOME`` (jobs of the local backend live there), so
+tests never see each other's jobs nor the user's ``~/.submarine``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple, Union
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = Path(__file__).resolve().parent / "specs"
+#: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
+YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
+
+
+@pytest.fixture(autouse=True)
+def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private SUBM_HOME for every test; no backend choice leaks in from the caller."""
+    home = tmp_path / "subm-home"
+    home.mkdir()
+    monkeypatch.setenv("SUBM_HOME", str(home))
+    for var in ("HADOOP_CONF_DIR", "SUBM_BACKEND", "SUBM_OUTPUT"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    env = dict(os.environ)
+    # The package under test, whether or not it is installed.
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def subm_argv(*args: str) -> List[str]:
+    return [sys.executable, "-m", "submarine_py.cli", *args]
+
+
+def subm(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None,
+         timeout: float = 120) -> Tuple[int, str, str]:
+    """Run ``subm ARGS...`` as a real process; returns (exit code, stdout, stderr)."""
+    proc = subprocess.run(subm_argv(*args), env=subm_env(env), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def start_subm(*args: str, env: Optional[Mapping[str, str]] = None,
+               cwd: Union[str, Path, None] = None) -> subprocess.Popen:
+    """Start ``subm ARGS...`` in the background (for signal tests)."""
+    return subprocess.Popen(subm_argv(*args), env=subm_env(env), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def run_json(*args: str, **kw) -> Tuple[int, dict, str]:
+    """``subm ... --output json``; returns (exit code, the parsed JSON, stderr)."""
+    rc, out, err = subm(*args, "--output", "json", **kw)
+    assert "Traceback" not in err, err
+    try:
+        return rc, json.loads(out), err
+    except ValueError:
+        pytest.fail(f"stdout is not JSON (rc {rc}):\n{out}\nstderr:\n{err}")
+
+
+def write_job(directory: Path, spec: str, files: Optional[Mapping[str, str]] = None) -> Path:
+    """Write ``job.yaml`` (dedented) and the given scripts into ``directory``; returns the job file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {}).items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    job = directory / "job.yaml"
+    job.write_text(textwrap.dedent(spec))
+    return job
+
+
+def job_dirs(home: Path) -> List[Path]:
+    return sorted((home / "local").glob("local_*"))
+
+
+def processes_of(job_id: str) -> List[int]:
+    """Pids of live processes whose environment has ``SUBM_JOB_ID=<job_id>`` (executors, tasks, their children)."""
+    needle = f"SUBM_JOB_ID={job_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def describe_processes(pids: List[int]) -> str:
+    lines = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"{pid}: {cmdline}")
+        except OSError:
+            pass
+    return "\n".join(lines)
+
+
+def wait_for(predicate, timeout: float = 60, what: str = "a condition", interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy (this is synchronisation, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def no_leftovers():
+    """Collects job ids; after the test, kills (and fails on) any process still carrying one."""
+    ids: List[str] = []
+    yield ids
+    left = {job_id: processes_of(job_id) for job_id in ids}
+    for pids in left.values():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert not any(left.values()), f"processes left behind: {left}"

@@ -1,0 +1,223 @@
+"""The ApplicationMaster's decisions, driven through a fake ContainerDriver.
+
+No processes and no HTTP: the fake plays the executors, calling the AM's
+handlers the way executors do over HTTP. Each test scripts what every task
+attempt does (exit code, or ``None``: runs until stopped).
+"""
+import threading
+from typing import Callable, Dict, List, Optional, Set
+
+import pytest
+
+from submarine_py.plan import make_plan
+from submarine_py.runtime.am import ApplicationMaster
+from submarine_py.runtime.driver import ContainerDriver, Ended
+from submarine_py.spec import JobSpec
+
+pytestmark = pytest.mark.unit
+
+Outcome = Callable[[str, int, int], Optional[int]]  # (role, index, attempt) -> exit code or None
+
+
+class FakeDriver(ContainerDriver):
+    name = "fake"
+
+    def __init__(self, outcome: Outcome, never_register: Set[str] = frozenset()):
+        self.outcome = outcome
+        self.never_register = set(never_register)
+        self.am: Optional[ApplicationMaster] = None
+        self.executors: Dict[str, dict] = {}
+        self.runs: List[tuple] = []  # (task id, attempt, env) of every command started
+        self.killed: List[str] = []
+
+    def launch(self, task, env):
+        ex_id = f"{task.role}-{task.index}-e{len(self.executors) + 1}"
+        self.executors[ex_id] = {"task": task, "seq": 0, "alive": True, "registered": False}
+        return ex_id
+
+    def _register(self, ex_id, ex):
+        task = ex["task"]
+        port = 1000 + len(self.runs) + 10 * task.index
+        self.am.on_register({"executor": ex_id, "role": task.role, "index": task.index,
+                             "host": "127.0.0.1", "port": port})
+        ex["registered"] = True
+
+    def poll(self):
+        ended = []
+        for ex_id, ex in self.executors.items():
+            if ex.get("killed") and ex["alive"]:
+                ex["alive"] = False
+                ended.append(Ended(ex_id, 143))
+            if not ex["alive"]:
+                continue
+            if not ex["registered"]:
+                if ex["task"].id in self.never_register:
+                    continue
+                self._register(ex_id, ex)
+            for instr in self.am.next_instructions(ex_id, ex["seq"], wait=0):
+                ex["seq"] = instr["seq"]
+                if instr["op"] == "run":
+                    task = ex["task"]
+                    self.runs.append((task.id, instr["attempt"], instr["env"]))
+                    code = self.outcome(task.role, task.index, instr["attempt"])
+                    if code is not None:
+                        self.am.on_exit({"executor": ex_id, "attempt": instr["attempt"], "exit_code": code})
+                elif instr["op"] == "register":
+                    self._register(ex_id, ex)
+                elif instr["op"] == "exit":
+                    ex["alive"] = False
+                    ended.append(Ended(ex_id, 0))
+        return ended
+
+    def kill(self, executor):
+        self.killed.append(executor)
+        self.executors[executor]["killed"] = True
+
+    def describe(self, executor):
+        return "the fake never registers it"
+
+    def log_location(self, task, executor):
+        return f"/logs/{task.role}-{task.index}.stdout"
+
+
+def run_job(spec: dict, outcome: Outcome, never_register=(), before_run=None):
+    spec = dict({"name": "t"}, **spec)
+    driver = FakeDriver(outcome, set(never_register))
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", driver)
+    driver.am = am
+    if before_run:
+        before_run(am)
+    report = am.run()
+    return report, driver
+
+
+def tasks_by_id(report):
+    return {f"{t['role']}:{t['index']}": t for t in report["tasks"]}
+
+
+WORKERS = {"roles": {"worker": {"instances": 2, "command": "train"}}}
+
+
+def test_all_tasks_succeed():
+    report, driver = run_job(WORKERS, lambda role, index, attempt: 0)
+    assert report["state"] == "SUCCEEDED" and report["attempts"] == 1 and report["diagnostics"] == ""
+    assert {t["state"] for t in report["tasks"]} == {"SUCCEEDED"}
+    assert report["timings"]["gang_ready_seconds"] is not None
+    # The command is started only once the whole gang is registered, with the full cluster spec.
+    assert sorted((task, attempt) for task, attempt, _ in driver.runs) == [("worker:0", 0), ("worker:1", 0)]
+    for _, _, env in driver.runs:
+        assert env["SUBM_CLUSTER_SPEC"].count("127.0.0.1") == 2
+
+
+def test_gang_policy_restarts_every_task_together():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
+    report, driver = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
+    assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
+    assert {t["restarts"] for t in report["tasks"]} == {1}
+    started = sorted((task, attempt) for task, attempt, _ in driver.runs)
+    assert started == [("worker:0", 0), ("worker:0", 1), ("worker:1", 0), ("worker:1", 1)]
+    assert {env["SUBM_ATTEMPT"] for task, attempt, env in driver.runs if attempt == 1} == {"1"}
+
+
+def test_gang_policy_gives_up_after_max_restarts():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
+    report, _ = run_job(spec, lambda role, index, attempt: 7 if index == 1 else 0)
+    assert report["state"] == "FAILED" and report["attempts"] == 2
+    diag = report["diagnostics"]
+    assert "worker:1 failed with exit code 7 (attempt 1)" in diag
+    assert "log: /logs/worker-1.stdout" in diag and "after 1 restart" in diag
+
+
+def test_task_policy_restarts_only_the_failed_task():
+    spec = dict(WORKERS, restart={"policy": "task", "max_restarts": 1})
+    report, driver = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
+    assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
+    tasks = tasks_by_id(report)
+    assert (tasks["worker:0"]["restarts"], tasks["worker:1"]["restarts"]) == (0, 1)
+    assert sorted((t, a) for t, a, _ in driver.runs) == [("worker:0", 0), ("worker:1", 0), ("worker:1", 1)]
+
+
+def test_never_policy_fails_at_the_first_failure():
+    spec = dict(WORKERS, restart={"policy": "never", "max_restarts": 5})
+    report, _ = run_job(spec, lambda role, index, attempt: 2 if index == 0 else 0)
+    assert report["state"] == "FAILED" and report["attempts"] == 1
+    assert "worker:0 failed with exit code 2 (attempt 0)" in report["diagnostics"]
+    assert "restart policy 'never'" in report["diagnostics"]
+
+
+def test_zero_max_restarts_says_so():
+    report, _ = run_job(WORKERS, lambda role, index, attempt: 1 if index == 0 else 0)
+    assert report["state"] == "FAILED" and "max_restarts is 0" in report["diagnostics"]
+
+
+def test_gang_timeout_fails_naming_the_missing_task():
+    spec = dict(WORKERS, timeouts={"gang_seconds": 1})
+    report, driver = run_job(spec, lambda role, index, attempt: 0, never_register={"worker:1"})
+    assert report["state"] == "FAILED"
+    diag = report["diagnostics"]
+    assert "gang not complete within timeouts.gang_seconds (1 s)" in diag
+    assert "missing: worker:1 (the fake never registers it)" in diag
+    assert "worker:0" not in diag.split("missing:")[1]
+    assert driver.runs == []  # no command started without the whole gang
+    # The executor that never registered cannot be told to leave: the AM stops it.
+    assert driver.killed == ["worker-1-e2"]
+    assert {t["state"] for t in report["tasks"]} == {"STOPPED"}
+
+
+def test_untracked_tasks_are_stopped_once_tracked_ones_succeed():
+    spec = {"framework": "tensorflow", "roles": {
+        "worker": {"instances": 2, "command": "train"}, "ps": {"command": "serve"}}}
+    report, _ = run_job(spec, lambda role, index, attempt: None if role == "ps" else 0)
+    assert report["state"] == "SUCCEEDED"
+    tasks = tasks_by_id(report)
+    assert tasks["ps:0"]["state"] == "STOPPED" and tasks["ps:0"]["tracked"] is False
+    assert tasks["worker:1"]["state"] == "SUCCEEDED"
+
+
+def test_a_failing_untracked_task_still_fails_the_job():
+    spec = {"framework": "tensorflow", "roles": {
+        "worker": {"command": "train"}, "ps": {"command": "serve"}}}
+    report, _ = run_job(spec, lambda role, index, attempt: 1 if role == "ps" else None)
+    assert report["state"] == "FAILED" and "ps:0 failed with exit code 1" in report["diagnostics"]
+
+
+def test_an_executor_lost_before_registering_fails_the_task():
+    class Vanishing(FakeDriver):
+        def poll(self):
+            for ex_id, ex in self.executors.items():
+                if ex["task"].id == "worker:1" and ex["alive"]:
+                    ex["alive"] = False
+                    return [Ended(ex_id, 137, "killed by the OOM killer")]
+            return super().poll()
+
+    driver = Vanishing(lambda role, index, attempt: 0)
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict(WORKERS, name="t"))), "local_test", driver)
+    driver.am = am
+    report = am.run()
+    assert report["state"] == "FAILED"
+    assert "worker:1 failed with its container ended (exit code 137; killed by the OOM killer)" in report["diagnostics"]
+
+
+def test_kill_stops_every_task():
+    def kill_soon(am):
+        threading.Timer(0.2, am.kill, args=("killed by the test",)).start()
+
+    report, _ = run_job(WORKERS, lambda role, index, attempt: None, before_run=kill_soon)
+    assert report["state"] == "KILLED" and report["diagnostics"] == "killed by the test"
+    assert {t["state"] for t in report["tasks"]} == {"KILLED"}
+
+
+def test_job_timeout():
+    spec = dict(WORKERS, timeouts={"job_seconds": 1})
+    report, _ = run_job(spec, lambda role, index, attempt: None)
+    assert report["state"] == "FAILED" and "timeouts.job_seconds (1 s)" in report["diagnostics"]
+
+
+def test_the_report_has_what_output_json_promises():
+    report, _ = run_job(WORKERS, lambda role, index, attempt: 0)
+    for key in ("app_id", "state", "attempts", "diagnostics", "tasks", "timings"):
+        assert key in report
+    for task in report["tasks"]:
+        for key in ("role", "index", "state", "exit_code", "restarts", "host", "log"):
+            assert key in task
+    assert set(report["timings"]) >= {"gang_ready_seconds", "total_seconds"}
