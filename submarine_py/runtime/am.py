@@ -41,7 +41,6 @@ class TaskState:
     exit_code: Optional[int] = None
     executor: Optional[str] = None
     address: Optional[str] = None
-    registered_attempt: Optional[int] = None
     log: str = ""
 
     @property
@@ -137,7 +136,6 @@ class ApplicationMaster:
                 self._send(ex, "exit", code=0)
                 return {"index": None}
             ts.address = f"{body['host']}:{int(body['port'])}"
-            ts.registered_attempt = ts.attempt
             ts.state = "REGISTERED"
             ts.log = self.driver.log_location(ts.plan, ex_id)
             log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, ts.attempt, ex_id)

@@ -24,6 +24,8 @@ from .spec import TAG, YarnOptions, build_application_spec
 STATE_OF_APP = {"NEW": "ACCEPTED", "NEW_SAVING": "ACCEPTED", "SUBMITTED": "ACCEPTED", "ACCEPTED": "ACCEPTED",
                 "RUNNING": "RUNNING", "FAILED": "FAILED", "KILLED": "KILLED"}
 TASK_LOG_FILES = ("stdout", "stderr")
+#: The master script's stdout and stderr in skein's AM container: the Python AM's log.
+AM_LOG_FILE = "application.driver.log"
 
 
 class YarnBackend(Backend):
@@ -121,7 +123,8 @@ class YarnBackend(Backend):
         done = state in ("SUCCEEDED", "FAILED", "KILLED") and yarn_state in ("FINISHED", "FAILED", "KILLED")
         report: Dict[str, Any] = {}
         if yarn_state == "RUNNING":
-            report = self.rm.proxy_get(app_id, "/v1/status") or {}
+            # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
+            report = self.rm.proxy_get(app_id, "/v1/status") or {"phase": "STARTING"}
         elif done:
             report = self._final_report(app)
         report = dict(report)
@@ -185,11 +188,15 @@ class YarnBackend(Backend):
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         offsets: Dict[str, int] = {}
+        with_am = role is None and index is None
         while True:
             report = self.status(app_id)
+            if with_am:  # like the local backend: the AM's log (its decisions) first
+                self._copy_am_log(app_id, offsets, out)
             tasks = [t for t in report.get("tasks") or []
                      if (role is None or t["role"] == role) and (index is None or t["index"] == index)]
-            if not tasks and report.get("final"):
+            # Once the AM answers, it knows every task: an unknown role/index will never appear.
+            if not tasks and (report.get("tasks") or report.get("final")) and not with_am:
                 known = sorted({t["role"] for t in report.get("tasks") or []})
                 raise JobNotFoundError(f"no task {role or ''}{'' if index is None else ':' + str(index)} in "
                                        f"{app_id}; roles: {', '.join(known) or 'none'}")
@@ -213,6 +220,25 @@ class YarnBackend(Backend):
             if not follow or report.get("final"):
                 return
             time.sleep(1.0)
+
+    def _copy_am_log(self, app_id: str, offsets: Dict[str, int], out: TextIO) -> None:
+        """Write what is new in the AM's own log (skein's application.driver.log)."""
+        try:
+            attempt = self.rm.am_container(app_id)
+        except (BackendError, JobNotFoundError):
+            return
+        node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
+        data = node_log(node, cid, AM_LOG_FILE) if node and cid else None
+        if data is None:
+            return
+        body, key = _strip_log_header(data), f"{cid}/{AM_LOG_FILE}"
+        new = body[offsets.get(key, 0):]
+        if new:
+            if key not in offsets:
+                out.write(f"==> ApplicationMaster ({cid}) <==\n")
+            out.write(new.decode("utf-8", "replace"))
+            out.flush()
+        offsets[key] = len(body)
 
 
 def _strip_log_header(data: bytes) -> bytes:
