@@ -221,3 +221,30 @@ def test_the_report_has_what_output_json_promises():
         for key in ("role", "index", "state", "exit_code", "restarts", "host", "log"):
             assert key in task
     assert set(report["timings"]) >= {"gang_ready_seconds", "total_seconds"}
+
+
+def test_tasks_lost_together_cost_one_restart_not_one_each():
+    """A node that dies takes several executors at once: that is one failure."""
+
+    class NodeDies(FakeDriver):
+        died = False
+
+        def poll(self):
+            running = [e for e in self.executors.values() if e["alive"] and e["registered"]]
+            if not self.died and len(self.runs) == 2 and len(running) == 2:
+                self.died = True
+                lost = [ex_id for ex_id, e in self.executors.items() if e["alive"]]
+                for ex_id in lost:
+                    self.executors[ex_id]["alive"] = False
+                return [Ended(ex_id, 137, "node lost") for ex_id in lost]
+            return super().poll()
+
+    spec = dict(WORKERS, name="t", restart={"policy": "gang", "max_restarts": 1})
+    driver = NodeDies(lambda role, index, attempt: None if attempt == 0 else 0)
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", driver)
+    driver.am = am
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2
+    assert sorted((t, a) for t, a, _ in driver.runs) == [("worker:0", 0), ("worker:0", 1),
+                                                         ("worker:1", 0), ("worker:1", 1)]

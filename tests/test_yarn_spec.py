@@ -57,10 +57,12 @@ def test_node_hints_with_relaxed_locality_except_for_labelled_roles(tmp_path):
     assert worker.node_label == "gpu" and not worker.nodes
 
 
-def test_the_am_decides_about_restarts_not_skein(tmp_path):
+def test_skein_replaces_lost_containers_but_a_failure_never_ends_the_application(tmp_path):
     for service in build(tmp_path).services.values():
-        assert service.max_restarts == 0
+        assert service.max_restarts == -1  # the AM's restart policy bounds it
         assert service.allow_failures  # a failed container must not end the application
+    for service in build(tmp_path, restart={"policy": "never"}).services.values():
+        assert service.max_restarts == 0
 
 
 def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_path):

@@ -49,6 +49,15 @@ class Backend:
              follow: bool = False) -> None:
         raise NotImplementedError
 
+    def wait_final(self, app_id: str, seconds: float) -> Report:
+        """The job's status once final, or the last one seen after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while True:
+            report = self.status(app_id)
+            if report.get("final") or time.monotonic() > deadline:
+                return report
+            time.sleep(self.poll_seconds)
+
     def wait(self, app_id: str, on_update: Optional[Callable[[Report], None]] = None) -> Report:
         """Block until the job ends; ``on_update`` sees each new status."""
         last = None

@@ -61,6 +61,8 @@ class ExecutorState:
     alive: bool = True
     instructions: List[Dict[str, Any]] = field(default_factory=list)
     info: Dict[str, Any] = field(default_factory=dict)
+    #: The task attempt this executor last registered for.
+    attempt: Optional[int] = None
 
 
 class ApplicationMaster:
@@ -137,6 +139,7 @@ class ApplicationMaster:
                 return {"index": None}
             ts.address = f"{body['host']}:{int(body['port'])}"
             ts.state = "REGISTERED"
+            ex.attempt = ts.attempt
             ts.log = self.driver.log_location(ts.plan, ex_id)
             log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, ts.attempt, ex_id)
             self._maybe_run()
@@ -268,8 +271,8 @@ class ApplicationMaster:
             ex = self._live_executor(ts)
             if ex is not None:
                 self._send(ex, "register", attempt=ts.attempt)
-            elif ts.key not in self.to_launch:
-                self.to_launch.append(ts.key)
+            else:
+                self._need_executor(ts)
 
     def _restart_task(self, ts: TaskState, why: str) -> None:
         ts.restarts += 1
@@ -280,7 +283,14 @@ class ApplicationMaster:
         ex = self._live_executor(ts)
         if ex is not None:
             self._send(ex, "register", attempt=ts.attempt)
-        elif ts.key not in self.to_launch:
+        else:
+            self._need_executor(ts)
+
+    def _need_executor(self, ts: TaskState) -> None:
+        """Have a new executor started for a task whose executor is gone."""
+        if self.driver.replaces_lost:
+            return  # the cluster manager starts one; it registers like any other
+        if ts.key not in self.to_launch:
             self.to_launch.append(ts.key)
 
     def _finish(self, state: str, diagnostics: str) -> None:
@@ -388,7 +398,7 @@ class ApplicationMaster:
                              code, f"; {diagnostics}" if diagnostics else "",
                              "; starting a replacement" if spare else "", level=logging.WARNING)
                 if spare:
-                    self.to_launch.append(spare[0].key)
+                    self._need_executor(spare[0])
                 return
             if ex is None or not ex.alive:
                 return
@@ -402,10 +412,15 @@ class ApplicationMaster:
                 return
             self._decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
             ts.executor = None
+            if ts.state == "PENDING" and ex.attempt is not None and ex.attempt < ts.attempt:
+                # Lost before re-registering for an attempt that a failure already started (say a
+                # node with several tasks died): part of that failure, so only a new executor.
+                self._need_executor(ts)
+                return
             self._task_ended(ts, code if code not in (None, 0) else 1, why=detail)
             if self.phase in ("STARTING", "RUNNING") and self._live_executor(ts) is None \
-                    and ts.state == "PENDING" and ts.key not in self.to_launch:
-                self.to_launch.append(ts.key)
+                    and ts.state == "PENDING":
+                self._need_executor(ts)
 
     def _gang_timeout(self) -> None:
         missing = [ts for ts in self.tasks.values() if ts.state not in ("REGISTERED", "RUNNING")]

@@ -29,6 +29,9 @@ class ContainerDriver:
     name = "abstract"
     #: True when the first executor of every task was requested with the job itself.
     prelaunched = False
+    #: True when the cluster manager itself replaces an executor whose container failed
+    #: (YARN through skein: quicker than asking for a new container afterwards).
+    replaces_lost = False
 
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         """Start an executor for ``task`` with ``env`` added; return its executor id."""

@@ -171,12 +171,9 @@ class LocalBackend(Backend):
         pid = self._am_pid(job_dir)
         if pid and pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            report = self.status(app_id)
-            if report.get("final"):
-                return report
-            time.sleep(0.1)
+        report = self.wait_final(app_id, 40)
+        if report.get("final"):
+            return report
         if pid and pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
         return self.status(app_id)

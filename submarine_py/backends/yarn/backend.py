@@ -165,13 +165,7 @@ class YarnBackend(Backend):
         if report.get("final"):
             return report
         self.rm.kill(app_id)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            report = self.status(app_id)
-            if report.get("final"):
-                return report
-            time.sleep(0.25)
-        return report
+        return self.wait_final(app_id, 60)
 
     def list(self, include_finished: bool = False) -> List[Report]:
         states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]
@@ -205,18 +199,7 @@ class YarnBackend(Backend):
                 if not node or not cid:
                     continue
                 for name in TASK_LOG_FILES:
-                    key = f"{cid}/{name}"
-                    data = node_log(node, cid, name)
-                    if data is None:
-                        continue
-                    body = _strip_log_header(data)
-                    new = body[offsets.get(key, 0):]
-                    if new:
-                        if key not in offsets:
-                            out.write(f"==> {t['role']}:{t['index']} {name} ({cid}) <==\n")
-                        out.write(new.decode("utf-8", "replace"))
-                        out.flush()
-                    offsets[key] = len(body)
+                    _copy_new_log(node, cid, name, f"{t['role']}:{t['index']} {name} ({cid})", offsets, out)
             if not follow or report.get("final"):
                 return
             time.sleep(1.0)
@@ -228,17 +211,23 @@ class YarnBackend(Backend):
         except (BackendError, JobNotFoundError):
             return
         node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
-        data = node_log(node, cid, AM_LOG_FILE) if node and cid else None
-        if data is None:
-            return
-        body, key = _strip_log_header(data), f"{cid}/{AM_LOG_FILE}"
-        new = body[offsets.get(key, 0):]
-        if new:
-            if key not in offsets:
-                out.write(f"==> ApplicationMaster ({cid}) <==\n")
-            out.write(new.decode("utf-8", "replace"))
-            out.flush()
-        offsets[key] = len(body)
+        if node and cid:
+            _copy_new_log(node, cid, AM_LOG_FILE, f"ApplicationMaster ({cid})", offsets, out)
+
+
+def _copy_new_log(node: str, cid: str, name: str, title: str, offsets: Dict[str, int], out: TextIO) -> None:
+    """Write what a container log file gained since the last call (a title before its first bytes)."""
+    data = node_log(node, cid, name)
+    if data is None:
+        return
+    body, key = _strip_log_header(data), f"{cid}/{name}"
+    new = body[offsets.get(key, 0):]
+    if new:
+        if key not in offsets:
+            out.write(f"==> {title} <==\n")
+        out.write(new.decode("utf-8", "replace"))
+        out.flush()
+    offsets[key] = len(body)
 
 
 def _strip_log_header(data: bytes) -> bytes:

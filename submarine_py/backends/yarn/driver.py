@@ -29,6 +29,7 @@ FINISHED = ("SUCCEEDED", "FAILED", "KILLED")
 class YarnDriver(ContainerDriver):
     name = "yarn"
     prelaunched = True
+    replaces_lost = True
 
     def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None):
         self.app = app

@@ -105,7 +105,10 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
                    **({} if task.docker else shared_files)},
             env=env,
             script=script,
-            max_restarts=0,        # the AM decides about restarts, not skein
+            # skein replaces a failed container in the same RM heartbeat that reports it (our
+            # add_container() would wait for its next one, up to 5 s); the AM still decides
+            # whether the job goes on, and ends it when restarts are spent.
+            max_restarts=0 if plan.job.restart.policy == "never" else -1,
             allow_failures=True,   # a failed container must not end the application
             node_label=spec.node_label or "",
             **hints,
