@@ -215,6 +215,19 @@ def test_a_failed_task_restarts_the_gang_in_the_same_containers(apps):
     assert "injected failure" in out
 
 
+def test_a_lost_container_is_replaced_and_the_gang_restarts(apps):
+    rc, report, err = run_job(JOBS / "lost-container.yaml")
+    apps.append(report.get("app_id"))
+    assert rc == 0, f"{report.get('diagnostics')}\n{err}"
+    assert report["state"] == "SUCCEEDED"
+    assert report["attempts"] == 2
+    assert [t["state"] for t in report["tasks"]] == ["SUCCEEDED", "SUCCEEDED"]
+    assert "/container_" in report["tasks"][0]["log"]
+    rc, am_log, err = subm("logs", report["app_id"], env=YARN)
+    assert "worker:0 is gone: its container ended" in am_log, am_log[-2000:]
+    assert "restarting the gang: attempt 1" in am_log
+
+
 def test_a_job_failing_after_max_restarts_says_which_task_failed_how_and_where_its_log_is(apps):
     rc, report, err = run_job(JOBS / "always-fails.yaml")
     apps.append(report.get("app_id"))
