@@ -38,42 +38,36 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
             value = raw
         if isinstance(value, (dict, list)) or value is None:
             value = raw
-        elif isinstance(value, int) and not isinstance(value, bool):
-            value = _Int(value, raw.strip())
-        elif isinstance(value, float):
-            value = _Float(value, raw.strip())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = _typed(value, raw.strip())
         out[key] = value
     if problems:
         raise SpecError(problems)
     return out
 
 
-class _Int(int):
-    """A number from ``--set`` that renders as typed: ``--set run=0123`` is ``0123``, not 83."""
+class _AsTyped:
+    """A number from ``--set`` that renders as typed and computes as a number:
+    ``--set run=0123`` renders ``0123`` (not YAML 1.1's octal 83), ``1.10`` renders ``1.10``."""
 
-    text: str
-
-    def __new__(cls, value: int, text: str) -> "_Int":
-        obj = super().__new__(cls, value)
-        obj.text = text
-        return obj
+    text = ""
 
     def __str__(self) -> str:
         return self.text
 
 
-class _Float(float):
-    """Like :class:`_Int`: ``--set version=1.10`` renders ``1.10``, and computes as 1.1."""
+class _Int(_AsTyped, int):
+    pass
 
-    text: str
 
-    def __new__(cls, value: float, text: str) -> "_Float":
-        obj = super().__new__(cls, value)
-        obj.text = text
-        return obj
+class _Float(_AsTyped, float):
+    pass
 
-    def __str__(self) -> str:
-        return self.text
+
+def _typed(number: Any, text: str) -> Any:
+    obj = (_Int if isinstance(number, int) else _Float)(number)
+    obj.text = text
+    return obj
 
 
 def render_template(text: str, variables: Mapping[str, Any], name: str = "job.yaml") -> str:
