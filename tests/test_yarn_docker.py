@@ -6,8 +6,6 @@ variables in the real launch script and that the task still ran.
 """
 from __future__ import annotations
 
-import os
-import time
 
 import pytest
 import requests

@@ -109,7 +109,7 @@ class AMClient:
                     return json.loads(resp.read() or b"{}")
             except urllib.error.HTTPError as exc:
                 if 400 <= exc.code < 500:
-                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, exc.code, exc.read()[:200]))
+                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, exc.code, exc.read()[:200])) from None
                 err = exc
             except (OSError, ValueError) as exc:
                 err = exc
