@@ -67,17 +67,16 @@ class LocalBackend(Backend):
         if not wanted:
             return
         have = len(local_gpu_ids())
-        problems = []
-        for role, spec in plan.job.roles.items():
-            if spec.resources.gpus > have:
-                problems.append((f"roles.{role}.resources.gpus", f"{spec.resources.gpus} asked per task, this "
-                                 f"machine has {have} ({describe_local_gpus()})"))
-        if not problems and wanted > have:
-            problems.append(("roles", f"the job needs {wanted} GPUs at once, this machine has {have} "
-                                      f"({describe_local_gpus()})"))
-        if problems:
-            problems.append(("", "set resources.gpus: 0 to run on CPU, or run on YARN (--backend yarn)"))
-            raise ClusterLimitError(problems)
+        if wanted <= have:
+            return
+        found = describe_local_gpus()
+        problems = [(f"roles.{role}.resources.gpus", f"{spec.resources.gpus} asked per task, this machine "
+                                                     f"has {have} ({found})")
+                    for role, spec in plan.job.roles.items() if spec.resources.gpus > have]
+        if not problems:
+            problems.append(("roles", f"the job needs {wanted} GPUs at once, this machine has {have} ({found})"))
+        problems.append(("", "set resources.gpus: 0 to run on CPU, or run on YARN (--backend yarn)"))
+        raise ClusterLimitError(problems)
 
     def dryrun(self, plan: Plan) -> str:
         lines = [f"# local backend: the AM and {len(plan.tasks)} executor process(es) on this machine",
@@ -193,12 +192,10 @@ class LocalBackend(Backend):
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         job_dir = self.job_dir(app_id)
-        pattern = f"{role or '*'}-{'*' if index is None else index}.*"
-        # Role names may contain '-': "worker-*" alone would also match role "worker-eval".
+        # Matched exactly: role names may contain '-', and "worker-*" would also match "worker-eval".
         exact = re.compile(rf"^{re.escape(role) if role else '.+'}-{index if index is not None else r'[0-9]+'}"
                            r"\.(stdout|stderr)$")
-        files = sorted(p for p in glob.glob(os.path.join(job_dir, "logs", pattern))
-                       if exact.match(os.path.basename(p)))
+        files = sorted(p for p in glob.glob(os.path.join(job_dir, "logs", "*")) if exact.match(os.path.basename(p)))
         if role is None and index is None:
             files.insert(0, os.path.join(job_dir, "am.log"))
         if not files:

@@ -115,11 +115,7 @@ class YarnBackend(Backend):
     # -- after submission ---------------------------------------------------------------
     def status(self, app_id: str) -> Report:
         app = self.rm.app(app_id)
-        yarn_state, final = app.get("state"), app.get("finalStatus")
-        if yarn_state == "FINISHED":
-            state = final if final in ("SUCCEEDED", "FAILED", "KILLED") else "FAILED"
-        else:
-            state = STATE_OF_APP.get(yarn_state, "ACCEPTED")
+        yarn_state, state = app.get("state"), _state_of(app)
         done = state in ("SUCCEEDED", "FAILED", "KILLED") and yarn_state in ("FINISHED", "FAILED", "KILLED")
         report: Dict[str, Any] = {}
         if yarn_state == "RUNNING":
@@ -135,8 +131,8 @@ class YarnBackend(Backend):
         report.setdefault("attempts", 1)
         report.setdefault("timings", {"gang_ready_seconds": None,
                                       "total_seconds": _elapsed(app)})
-        if not report.get("state") or report.get("state") == "RUNNING" or done:
-            report["state"] = state if (done or state != "RUNNING") else report.get("state", "RUNNING")
+        if done or not report.get("state"):  # else the AM's own word (RUNNING, or its verdict while finishing)
+            report["state"] = state
         if done and not report.get("diagnostics") and state != "SUCCEEDED":
             report["diagnostics"] = app.get("diagnostics") or ""
         if done and state == "KILLED" and report.get("diagnostics", "") == "":
@@ -172,9 +168,7 @@ class YarnBackend(Backend):
         apps = self.rm.apps(tags=[TAG], states=states)
         out = []
         for a in sorted(apps, key=lambda a: a.get("startedTime", 0)):
-            st = a.get("state")
-            state = (a.get("finalStatus") if st == "FINISHED" else STATE_OF_APP.get(st, st))
-            out.append({"app_id": a["id"], "name": a.get("name"), "state": state, "queue": a.get("queue"),
+            out.append({"app_id": a["id"], "name": a.get("name"), "state": _state_of(a), "queue": a.get("queue"),
                         "user": a.get("user"), "tracking_url": a.get("trackingUrl"),
                         "started": a.get("startedTime"), "attempts": None})
         return out
@@ -228,6 +222,14 @@ def _copy_new_log(node: str, cid: str, name: str, title: str, offsets: Dict[str,
         out.write(new.decode("utf-8", "replace"))
         out.flush()
     offsets[key] = len(body)
+
+
+def _state_of(app: Dict[str, Any]) -> str:
+    """A YARN application's state in subm's words (ACCEPTED, RUNNING, SUCCEEDED, FAILED, KILLED)."""
+    if app.get("state") == "FINISHED":
+        final = app.get("finalStatus")
+        return final if final in ("SUCCEEDED", "FAILED", "KILLED") else "FAILED"
+    return STATE_OF_APP.get(app.get("state"), "ACCEPTED")
 
 
 def _strip_log_header(data: bytes) -> bytes:
