@@ -9,13 +9,16 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import click
 
 from . import __version__
 from .errors import SpecError, SubmarineError
-from .output import format_events, format_plan, format_progress, format_report, public_report, to_json
+from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
+                     public_report, to_json)
+from .report import JobReport
+from .states import JobState
 
 OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text",
                       envvar="SUBM_OUTPUT", show_default=True, help="Text for people, JSON for CI.")
@@ -39,8 +42,8 @@ def main() -> None:
 
 
 def _load(job_file: str, sets: Tuple[str, ...]):
+    from .jobfile import load_job, parse_set_options
     from .plan import make_plan
-    from .spec import load_job, parse_set_options
 
     return make_plan(load_job(job_file, parse_set_options(sets)))
 
@@ -83,13 +86,14 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     why = "" if backend else (" (HADOOP_CONF_DIR is set)" if name == "yarn" else " (no HADOOP_CONF_DIR)")
     be = get_backend(name)
     be.check(plan)
+    request = be.request(plan)
     if dry_run:
-        click.echo(be.dryrun(plan))
+        click.echo(request.describe())
         return
     if not quiet:
         click.echo(f"Backend: {name}{why}", err=True)
     with _TermAsInterrupt():
-        app_id = be.submit(plan, detach=detach)
+        app_id = be.submit(request, detach=detach)
         if detach:
             click.echo(to_json({"app_id": app_id, "backend": name}) if output == "json" else app_id)
             return
@@ -97,10 +101,10 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
         start, wall_start = time.monotonic(), time.time()
         seen = {"events": 0}
 
-        def progress(report: Dict[str, Any]) -> None:
+        def progress(report: JobReport) -> None:
             if quiet:
                 return
-            events = report.get("events") or []
+            events = report.events
             for line in format_events(events[seen["events"]:], wall_start):
                 click.echo(line, err=True)
             seen["events"] = max(seen["events"], len(events))
@@ -112,10 +116,10 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             click.echo(f"Interrupted: killing {app_id}", err=True)
             report = be.kill(app_id)
     _print_report(report, output)
-    sys.exit(0 if report.get("state") == "SUCCEEDED" else 1)
+    sys.exit(0 if report.state == JobState.SUCCEEDED else 1)
 
 
-def _print_report(report: Dict[str, Any], output: str) -> None:
+def _print_report(report: JobReport, output: str) -> None:
     click.echo(to_json(public_report(report)) if output == "json" else format_report(report))
 
 
@@ -159,14 +163,13 @@ def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
 
     jobs = get_backend(choose_backend(backend)).list(include_finished=include_all)
     if output == "json":
-        click.echo(to_json([{k: j.get(k) for k in ("app_id", "name", "state", "attempts")} for j in jobs]))
+        click.echo(to_json(public_list(jobs)))
         return
     if not jobs:
         click.echo("no jobs" + ("" if include_all else " running (--all shows finished ones)"), err=True)
         return
-    width = max(len(j["app_id"]) for j in jobs)
-    for j in jobs:
-        click.echo(f"{j['app_id'].ljust(width)}  {str(j.get('state')).ljust(9)}  {j.get('name') or ''}")
+    for line in format_list(jobs):
+        click.echo(line)
 
 
 @main.command()

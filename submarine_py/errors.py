@@ -45,3 +45,20 @@ class ClusterLimitError(SpecError):
 
 class JobNotFoundError(SubmarineError, LookupError):
     """No job with that id is known to the backend."""
+
+
+class ProblemCollector:
+    """Checks that go on after the first problem, so one error names every problem found.
+
+    Subclasses call :meth:`fail` for each problem and :meth:`raise_if_any` at the end.
+    """
+
+    def __init__(self) -> None:
+        self.problems: List[Tuple[str, str]] = []
+
+    def fail(self, path: str, msg: str) -> None:
+        self.problems.append((path, msg))
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise SpecError(self.problems)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Mapping, Sequence, Tuple
 
+from .units import split_address
+
 Cluster = Mapping[str, Sequence[str]]
 Problem = Tuple[str, str]
 
@@ -43,11 +45,11 @@ class Framework:
 
 
 def _host(addr: str) -> str:
-    return addr.rsplit(":", 1)[0]
+    return split_address(addr)[0]
 
 
 def _port(addr: str) -> str:
-    return addr.rsplit(":", 1)[1]
+    return split_address(addr)[1]
 
 
 def _single(spec, role: str, problems: List[Problem], why: str) -> None:

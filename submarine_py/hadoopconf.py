@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
-from .errors import SpecError
-from .templating import render
+from .errors import ProblemCollector, SpecError
+from .templating import render, split_set_options
 
 #: The files rendered, in the order a README walks through them.
 FILES = ("yarn-site.xml", "resource-types.xml", "capacity-scheduler.xml", "container-executor.cfg")
@@ -69,14 +69,8 @@ _HIERARCHY = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*$")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]*$")
 
 
-class _Checker:
+class _Checker(ProblemCollector):
     """Normalizes and checks every value, collecting ``(key, message)`` problems."""
-
-    def __init__(self) -> None:
-        self.problems: List[Tuple[str, str]] = []
-
-    def fail(self, key: str, msg: str) -> None:
-        self.problems.append((key, msg))
 
     def items(self, key: str, value: Any) -> Optional[List[str]]:
         if isinstance(value, str):
@@ -207,8 +201,7 @@ def _check(values: Mapping[str, Any]) -> Dict[str, Any]:
     out["cgroups_mount_path"] = c.string("cgroups_mount_path", v["cgroups_mount_path"], _abs_path)
     out["cgroups_hierarchy"] = c.string("cgroups_hierarchy", v["cgroups_hierarchy"],
                                         _pattern(_HIERARCHY, "a cgroup path like hadoop-yarn"), strip="/")
-    if c.problems:
-        raise SpecError(c.problems)
+    c.raise_if_any()
     return out
 
 
@@ -253,17 +246,7 @@ def write_hadoop_conf(out_dir: str, values: Optional[Mapping[str, Any]] = None, 
 
 def parse_values(pairs: Iterable[str]) -> Dict[str, str]:
     """``KEY=VALUE`` strings (CLI ``--set``) as a dict of strings; the checks happen on render."""
-    out: Dict[str, str] = {}
-    problems = []
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            problems.append(("--set", f"expected KEY=VALUE, got {pair!r}"))
-            continue
-        out[key.strip()] = raw.strip()
-    if problems:
-        raise SpecError(problems)
-    return out
+    return {key: raw.strip() for key, raw in split_set_options(pairs)}
 
 
 def _unique(items: Iterable[str]) -> List[str]:

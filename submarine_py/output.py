@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from .plan import Plan
+from .report import Event, JobReport
+from .states import JobState, Phase, TaskState
 from .units import format_memory
 
 
@@ -12,17 +14,19 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False)
 
 
-def public_report(report: Dict[str, Any]) -> Dict[str, Any]:
-    """The report as ``--output json`` promises it (stable keys first)."""
-    keys = ("app_id", "name", "state", "attempts", "diagnostics", "tasks", "timings", "backend",
-            "framework", "status_url")
-    out = {k: report.get(k) for k in keys if k in report}
-    out["tasks"] = [
-        {k: t.get(k) for k in ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked")}
-        for t in report.get("tasks") or []
-    ]
-    out.setdefault("timings", {"gang_ready_seconds": None, "total_seconds": None})
-    return out
+def public_report(report: JobReport) -> Dict[str, Any]:
+    """The report as ``--output json`` promises it (README, "Command line")."""
+    return report.public()
+
+
+def public_list(reports: Sequence[JobReport]) -> List[Dict[str, Any]]:
+    """``subm list --output json``: the keys the README promises for each job."""
+    return [{"app_id": r.app_id, "name": r.name, "state": r.state.value, "attempts": r.attempts} for r in reports]
+
+
+def format_list(reports: Sequence[JobReport]) -> List[str]:
+    width = max(len(r.app_id) for r in reports)
+    return [f"{r.app_id.ljust(width)}  {str(r.state).ljust(9)}  {r.name or ''}" for r in reports]
 
 
 def _table(rows: List[List[str]]) -> List[str]:
@@ -30,60 +34,56 @@ def _table(rows: List[List[str]]) -> List[str]:
     return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-def format_report(report: Dict[str, Any]) -> str:
-    t = report.get("timings") or {}
-    attempts = report.get("attempts") or 1
-    state = report.get("state")
-    if state in ("SUCCEEDED", "FAILED", "KILLED"):
-        head = (f"Job {report.get('name', '')} ({report.get('app_id')}) {state} "
+def format_report(report: JobReport) -> str:
+    t = report.timings
+    attempts = report.attempts or 1
+    state = report.state
+    if state.is_terminal():
+        head = (f"Job {report.name or ''} ({report.app_id}) {state} "
                 f"after {attempts} attempt{'s' if attempts != 1 else ''}")
-        if t.get("total_seconds") is not None:
-            head += f" in {t['total_seconds']:.1f} s"
+        if t.total_seconds is not None:
+            head += f" in {t.total_seconds:.1f} s"
     else:
-        head = f"Job {report.get('name', '')} ({report.get('app_id')}) {state}, attempt {attempts}"
-        if t.get("total_seconds") is not None:
-            head += f", {t['total_seconds']:.1f} s since submission"
-    if t.get("gang_ready_seconds") is not None:
-        head += f" (gang ready after {t['gang_ready_seconds']:.1f} s)"
+        head = f"Job {report.name or ''} ({report.app_id}) {state}, attempt {attempts}"
+        if t.total_seconds is not None:
+            head += f", {t.total_seconds:.1f} s since submission"
+    if t.gang_ready_seconds is not None:
+        head += f" (gang ready after {t.gang_ready_seconds:.1f} s)"
     lines = [head]
-    tasks = report.get("tasks") or []
-    if tasks:
+    if report.tasks:
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST", "LOG"]]
-        for task in tasks:
-            code = task.get("exit_code")
-            rows.append([f"{task['role']}:{task['index']}" + ("" if task.get("tracked", True) else "*"),
-                         str(task.get("state")), "" if code is None else str(code),
-                         str(task.get("restarts", 0)), str(task.get("host") or ""), str(task.get("log") or "")])
+        for task in report.tasks:
+            code = task.exit_code
+            rows.append([task.id + ("" if task.tracked else "*"), str(task.state),
+                         "" if code is None else str(code), str(task.restarts), task.host or "", task.log or ""])
         lines += _table(rows)
-        if any(not task.get("tracked", True) for task in tasks):
+        if any(not task.tracked for task in report.tasks):
             lines.append("  * untracked: stopped when every tracked task has succeeded")
-    if report.get("diagnostics"):
-        lines.append(f"Diagnostics: {report['diagnostics']}")
+    if report.diagnostics:
+        lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)
 
 
-def format_events(events: List[Dict[str, Any]], start: float) -> List[str]:
+def format_events(events: Sequence[Event], start: float) -> List[str]:
     """AM decisions as progress lines (``start``: the submission's wall-clock time)."""
-    return [f"[{max(0.0, e['time'] - start):6.1f}s] AM: {e['message']}" for e in events]
+    return [f"[{max(0.0, e.time - start):6.1f}s] AM: {e.message}" for e in events]
 
 
-def format_progress(report: Dict[str, Any], elapsed: float) -> str:
-    state = report.get("state")
-    if state in ("ACCEPTED", None) or report.get("phase") == "STARTING" and not report.get("tasks"):
-        return f"[{elapsed:6.1f}s] {state or 'SUBMITTED'}: waiting for the ApplicationMaster"
-    total = report.get("total") or len(report.get("tasks") or [])
-    registered = sum(1 for t in report.get("tasks") or [] if t.get("state") in ("REGISTERED", "RUNNING"))
-    attempt = report.get("attempts", 1)
-    if report.get("phase") == "STARTING":
+def format_progress(report: JobReport, elapsed: float) -> str:
+    state = report.state
+    if state == JobState.ACCEPTED or report.phase == Phase.STARTING and not report.tasks:
+        return f"[{elapsed:6.1f}s] {state}: waiting for the ApplicationMaster"
+    total = report.total or len(report.tasks)
+    registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
+    attempt = report.attempts
+    if report.phase == Phase.STARTING:
         return f"[{elapsed:6.1f}s] attempt {attempt}: gang {registered}/{total} tasks up"
-    failed = [f"{t['role']}:{t['index']} (exit {t.get('exit_code')})" for t in report.get("tasks") or []
-              if t.get("state") == "FAILED"]
-    done = sum(1 for t in report.get("tasks") or [] if t.get("state") == "SUCCEEDED")
-    line = (f"[{elapsed:6.1f}s] attempt {attempt}: {report.get('running', 0)}/{total} tasks running, "
-            f"{done} succeeded")
+    failed = [f"{t.id} (exit {t.exit_code})" for t in report.tasks if t.state == TaskState.FAILED]
+    done = sum(1 for t in report.tasks if t.state == TaskState.SUCCEEDED)
+    line = f"[{elapsed:6.1f}s] attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
     if failed:
         line += f", failed: {', '.join(failed)}"
-    if state in ("SUCCEEDED", "FAILED", "KILLED"):
+    if state.is_terminal():
         line += f"; job {state}, stopping"
     return line
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .frameworks import Framework, get_framework
-from .spec.model import DockerSpec, JobSpec, Resources
+from .jobfile.model import DockerSpec, JobSpec, Resources
+from .units import split_address
 
 Address = str  # "host:port"
 
@@ -45,9 +46,6 @@ class Plan:
                 return t
         raise KeyError(f"{role}:{index}")
 
-    def roles(self) -> List[str]:
-        return list(self.job.roles)
-
     def cluster_spec(self, addresses: Mapping[Tuple[str, int], Address]) -> Dict[str, List[Address]]:
         """role -> addresses in index order, from ``{(role, index): 'host:port'}``."""
         return {
@@ -64,7 +62,7 @@ class Plan:
     def task_env(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
                  attempt: int) -> Dict[str, str]:
         """Everything a task's process gets on top of its inherited environment."""
-        own = cluster[task.role][task.index]
+        host, port = split_address(cluster[task.role][task.index])
         env = dict(task.env)
         env.update(self.framework.env(cluster, task.role, task.index))
         env.update({
@@ -74,8 +72,8 @@ class Plan:
             "SUBM_ROLE": task.role,
             "SUBM_INDEX": str(task.index),
             "SUBM_ATTEMPT": str(attempt),
-            "SUBM_HOST": own.rsplit(":", 1)[0],
-            "SUBM_PORT": own.rsplit(":", 1)[1],
+            "SUBM_HOST": host,
+            "SUBM_PORT": port,
             "SUBM_NUM_TASKS": str(len(self.tasks)),
             "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
         })

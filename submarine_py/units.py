@@ -1,8 +1,8 @@
-"""Parsing of human-readable quantities (memory sizes)."""
+"""Parsing of human-readable quantities: memory sizes, ``host:port`` addresses."""
 from __future__ import annotations
 
 import re
-from typing import Union
+from typing import Tuple, Union
 
 _UNITS = {
     "": 1, "m": 1, "mb": 1, "mib": 1, "mi": 1,
@@ -46,3 +46,9 @@ def format_memory(mib: int) -> str:
     if mib % 1024 == 0:
         return f"{mib // 1024} GiB"
     return f"{mib} MiB"
+
+
+def split_address(address: str) -> Tuple[str, str]:
+    """``"host:port"`` as ``(host, port)``; the last colon splits, so IPv6 hosts keep theirs."""
+    host, _, port = address.rpartition(":")
+    return host, port

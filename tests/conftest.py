@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SPECS = Path(__file__).resolve().parent / "specs"
+JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 

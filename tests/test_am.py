@@ -1,4 +1,4 @@
-"""The ApplicationMaster's decisions, driven through a fake ContainerDriver.
+"""The ApplicationMaster's decisions, driven through fake Containers.
 
 No processes and no HTTP: the fake plays the executors, calling the AM's
 handlers the way executors do over HTTP. Each test scripts what every task
@@ -11,15 +11,15 @@ import pytest
 
 from submarine_py.plan import make_plan
 from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.driver import ContainerDriver, Ended
-from submarine_py.spec import JobSpec
+from submarine_py.runtime.containers import Containers, Ended
+from submarine_py.jobfile import JobSpec
 
 pytestmark = pytest.mark.unit
 
 Outcome = Callable[[str, int, int], Optional[int]]  # (role, index, attempt) -> exit code or None
 
 
-class FakeDriver(ContainerDriver):
+class FakeContainers(Containers):
     name = "fake"
 
     def __init__(self, outcome: Outcome, never_register: Set[str] = frozenset()):
@@ -82,13 +82,13 @@ class FakeDriver(ContainerDriver):
 
 def run_job(spec: dict, outcome: Outcome, never_register=(), before_run=None):
     spec = dict({"name": "t"}, **spec)
-    driver = FakeDriver(outcome, set(never_register))
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", driver)
-    driver.am = am
+    fake = FakeContainers(outcome, set(never_register))
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", fake)
+    fake.am = am
     if before_run:
         before_run(am)
-    report = am.run()
-    return report, driver
+    report = am.run().to_dict()
+    return report, fake
 
 
 def tasks_by_id(report):
@@ -99,24 +99,24 @@ WORKERS = {"roles": {"worker": {"instances": 2, "command": "train"}}}
 
 
 def test_all_tasks_succeed():
-    report, driver = run_job(WORKERS, lambda role, index, attempt: 0)
+    report, fake = run_job(WORKERS, lambda role, index, attempt: 0)
     assert report["state"] == "SUCCEEDED" and report["attempts"] == 1 and report["diagnostics"] == ""
     assert {t["state"] for t in report["tasks"]} == {"SUCCEEDED"}
     assert report["timings"]["gang_ready_seconds"] is not None
     # The command is started only once the whole gang is registered, with the full cluster spec.
-    assert sorted((task, attempt) for task, attempt, _ in driver.runs) == [("worker:0", 0), ("worker:1", 0)]
-    for _, _, env in driver.runs:
+    assert sorted((task, attempt) for task, attempt, _ in fake.runs) == [("worker:0", 0), ("worker:1", 0)]
+    for _, _, env in fake.runs:
         assert env["SUBM_CLUSTER_SPEC"].count("127.0.0.1") == 2
 
 
 def test_gang_policy_restarts_every_task_together():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
-    report, driver = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
+    report, fake = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
     assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
     assert {t["restarts"] for t in report["tasks"]} == {1}
-    started = sorted((task, attempt) for task, attempt, _ in driver.runs)
+    started = sorted((task, attempt) for task, attempt, _ in fake.runs)
     assert started == [("worker:0", 0), ("worker:0", 1), ("worker:1", 0), ("worker:1", 1)]
-    assert {env["SUBM_ATTEMPT"] for task, attempt, env in driver.runs if attempt == 1} == {"1"}
+    assert {env["SUBM_ATTEMPT"] for task, attempt, env in fake.runs if attempt == 1} == {"1"}
 
 
 def test_gang_policy_gives_up_after_max_restarts():
@@ -130,11 +130,11 @@ def test_gang_policy_gives_up_after_max_restarts():
 
 def test_task_policy_restarts_only_the_failed_task():
     spec = dict(WORKERS, restart={"policy": "task", "max_restarts": 1})
-    report, driver = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
+    report, fake = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else 0)
     assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
     tasks = tasks_by_id(report)
     assert (tasks["worker:0"]["restarts"], tasks["worker:1"]["restarts"]) == (0, 1)
-    assert sorted((t, a) for t, a, _ in driver.runs) == [("worker:0", 0), ("worker:1", 0), ("worker:1", 1)]
+    assert sorted((t, a) for t, a, _ in fake.runs) == [("worker:0", 0), ("worker:1", 0), ("worker:1", 1)]
 
 
 def test_never_policy_fails_at_the_first_failure():
@@ -152,15 +152,15 @@ def test_zero_max_restarts_says_so():
 
 def test_gang_timeout_fails_naming_the_missing_task():
     spec = dict(WORKERS, timeouts={"gang_seconds": 1})
-    report, driver = run_job(spec, lambda role, index, attempt: 0, never_register={"worker:1"})
+    report, fake = run_job(spec, lambda role, index, attempt: 0, never_register={"worker:1"})
     assert report["state"] == "FAILED"
     diag = report["diagnostics"]
     assert "gang not complete within timeouts.gang_seconds (1 s)" in diag
     assert "missing: worker:1 (the fake never registers it)" in diag
     assert "worker:0" not in diag.split("missing:")[1]
-    assert driver.runs == []  # no command started without the whole gang
+    assert fake.runs == []  # no command started without the whole gang
     # The executor that never registered cannot be told to leave: the AM stops it.
-    assert driver.killed == ["worker-1-e2"]
+    assert fake.killed == ["worker-1-e2"]
     assert {t["state"] for t in report["tasks"]} == {"STOPPED"}
 
 
@@ -182,7 +182,7 @@ def test_a_failing_untracked_task_still_fails_the_job():
 
 
 def test_an_executor_lost_before_registering_fails_the_task():
-    class Vanishing(FakeDriver):
+    class Vanishing(FakeContainers):
         def poll(self):
             for ex_id, ex in self.executors.items():
                 if ex["task"].id == "worker:1" and ex["alive"]:
@@ -190,10 +190,10 @@ def test_an_executor_lost_before_registering_fails_the_task():
                     return [Ended(ex_id, 137, "killed by the OOM killer")]
             return super().poll()
 
-    driver = Vanishing(lambda role, index, attempt: 0)
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict(WORKERS, name="t"))), "local_test", driver)
-    driver.am = am
-    report = am.run()
+    fake = Vanishing(lambda role, index, attempt: 0)
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict(WORKERS, name="t"))), "local_test", fake)
+    fake.am = am
+    report = am.run().to_dict()
     assert report["state"] == "FAILED"
     assert "worker:1 failed with its container ended (exit code 137; killed by the OOM killer)" in report["diagnostics"]
 
@@ -226,7 +226,7 @@ def test_the_report_has_what_output_json_promises():
 def test_tasks_lost_together_cost_one_restart_not_one_each():
     """A node that dies takes several executors at once: that is one failure."""
 
-    class NodeDies(FakeDriver):
+    class NodeDies(FakeContainers):
         died = False
 
         def poll(self):
@@ -240,11 +240,11 @@ def test_tasks_lost_together_cost_one_restart_not_one_each():
             return super().poll()
 
     spec = dict(WORKERS, name="t", restart={"policy": "gang", "max_restarts": 1})
-    driver = NodeDies(lambda role, index, attempt: None if attempt == 0 else 0)
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", driver)
-    driver.am = am
-    report = am.run()
+    fake = NodeDies(lambda role, index, attempt: None if attempt == 0 else 0)
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", fake)
+    fake.am = am
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
-    assert sorted((t, a) for t, a, _ in driver.runs) == [("worker:0", 0), ("worker:0", 1),
+    assert sorted((t, a) for t, a, _ in fake.runs) == [("worker:0", 0), ("worker:0", 1),
                                                          ("worker:1", 0), ("worker:1", 1)]

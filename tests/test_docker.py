@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, run_json, start_subm, subm, wait_for, write_job
 from submarine_py.backends.local import docker as local_docker
 from submarine_py.plan import make_plan
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 
 IMAGE = "localhost/subm-test:bookworm"
 

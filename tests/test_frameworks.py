@@ -5,7 +5,7 @@ import pytest
 
 from submarine_py.frameworks import get_framework
 from submarine_py.plan import make_plan
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 
 pytestmark = pytest.mark.unit
 

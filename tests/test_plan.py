@@ -4,7 +4,7 @@ import json
 import pytest
 
 from submarine_py.plan import make_plan
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 
 from submarine_py.errors import SpecError
-from submarine_py.spec import JobSpec, load_job, parse_set_options, render_template
-from submarine_py.spec.loader import load_yaml
+from submarine_py.jobfile import JobSpec, load_job, parse_set_options, render_template
+from submarine_py.jobfile.loader import load_yaml
 
 pytestmark = pytest.mark.unit
 
@@ -149,7 +149,7 @@ def test_an_alias_bomb_fails_fast_with_a_clear_message(tmp_path):
     code = textwrap.dedent(f"""
         import time
         from submarine_py.errors import SpecError
-        from submarine_py.spec import load_job
+        from submarine_py.jobfile import load_job
         t = time.monotonic()
         try:
             load_job({str(job)!r})
@@ -175,7 +175,7 @@ def test_ordinary_aliases_still_work():
 
 @pytest.mark.parametrize("doc", [
     "!!python/object/apply:os.system ['touch /tmp/subm-pwned']\n",
-    "name: !!python/object:submarine_py.spec.model.JobSpec {name: x}\n",
+    "name: !!python/object:submarine_py.jobfile.model.JobSpec {name: x}\n",
     "name: !!python/name:os.system\n",
 ])
 def test_yaml_object_tags_are_refused(doc):

@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from conftest import YARN_CONF_DIR, run_json, write_job
-from submarine_py.backends.yarn.spec import YarnOptions, build_application_spec, docker_env
+from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec, docker_env
 from submarine_py.plan import make_plan
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 
 pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
 

@@ -1,21 +1,35 @@
-"""The backend interface and registry."""
+"""The backend interface and registry.
+
+A backend turns a plan into its own request once (:meth:`Backend.request`):
+``subm run --dry-run`` prints that request, ``subm run`` submits that same
+object (:meth:`Backend.submit`). Afterwards every answer about a job is a
+:class:`JobReport`.
+"""
 from __future__ import annotations
 
 import importlib
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, TextIO
+from typing import Any, Callable, List, Optional, Protocol, TextIO
 
 from ..errors import JobNotFoundError, SpecError
 from ..plan import Plan
-
-Report = Dict[str, Any]
-TERMINAL_STATES = ("SUCCEEDED", "FAILED", "KILLED")
+from ..report import JobReport
 
 _REGISTRY = {
     "local": "submarine_py.backends.local:LocalBackend",
     "yarn": "submarine_py.backends.yarn:YarnBackend",
 }
+
+
+class Request(Protocol):
+    """A backend-native request: everything a submission will do, built before doing it."""
+
+    plan: Plan
+
+    def describe(self) -> str:
+        """The request as text (what ``--dry-run`` prints)."""
+        ...
 
 
 class Backend:
@@ -28,37 +42,37 @@ class Backend:
     def check(self, plan: Plan) -> None:
         """Refuse (``SpecError``) what the target can never run. Default: accept."""
 
-    def dryrun(self, plan: Plan) -> str:
-        """The backend-native request, printable, without submitting anything."""
+    def request(self, plan: Plan) -> Request:
+        """The backend-native request for ``plan``; builds it, submits nothing."""
         raise NotImplementedError
 
-    def submit(self, plan: Plan, *, detach: bool = False) -> str:
-        """Start the job; returns its application id."""
+    def submit(self, request: Request, *, detach: bool = False) -> str:
+        """Submit a request made by :meth:`request`; returns the job's application id."""
         raise NotImplementedError
 
-    def status(self, app_id: str) -> Report:
+    def status(self, app_id: str) -> JobReport:
         raise NotImplementedError
 
-    def kill(self, app_id: str) -> Report:
+    def kill(self, app_id: str) -> JobReport:
         raise NotImplementedError
 
-    def list(self, include_finished: bool = False) -> List[Report]:
+    def list(self, include_finished: bool = False) -> List[JobReport]:
         raise NotImplementedError
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         raise NotImplementedError
 
-    def wait_final(self, app_id: str, seconds: float) -> Report:
+    def wait_final(self, app_id: str, seconds: float) -> JobReport:
         """The job's status once final, or the last one seen after ``seconds``."""
         deadline = time.monotonic() + seconds
         while True:
             report = self.status(app_id)
-            if report.get("final") or time.monotonic() > deadline:
+            if report.final or time.monotonic() > deadline:
                 return report
             time.sleep(self.poll_seconds)
 
-    def wait(self, app_id: str, on_update: Optional[Callable[[Report], None]] = None) -> Report:
+    def wait(self, app_id: str, on_update: Optional[Callable[[JobReport], None]] = None) -> JobReport:
         """Block until the job ends; ``on_update`` sees each new status."""
         last = None
         while True:
@@ -67,15 +81,14 @@ class Backend:
             if on_update and key != last:
                 on_update(report)
                 last = key
-            if report.get("state") in TERMINAL_STATES and report.get("final", True):
+            if report.state.is_terminal() and report.final:
                 return report
             time.sleep(self.poll_seconds)
 
 
-def _progress_key(report: Report) -> Any:
-    return (report.get("state"), report.get("phase"), report.get("attempts"), report.get("running"),
-            len(report.get("events") or ()),
-            tuple((t.get("role"), t.get("index"), t.get("state")) for t in report.get("tasks") or ()))
+def _progress_key(report: JobReport) -> Any:
+    return (report.state, report.phase, report.attempts, report.running, len(report.events),
+            tuple((t.role, t.index, t.state) for t in report.tasks))
 
 
 def get_backend(name: str, **options: Any) -> Backend:

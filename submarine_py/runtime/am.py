@@ -1,13 +1,13 @@
 """The ApplicationMaster: gang start, cluster spec, watching, restart policy.
 
 One AM runs per job, on YARN (skein's master) or on this machine (the local
-backend). It starts one executor per task through a :class:`ContainerDriver`,
+backend). It starts one executor per task through the backend's :class:`Containers`,
 waits until every executor has registered its ``host:port`` (the gang), sends
 each the command and environment (cluster spec included), and applies the
 job's restart policy when a task fails or its container is lost.
 
 Threads: HTTP handlers (executors' calls) change state under ``self.lock``;
-the main thread runs :meth:`run`, which alone calls the driver (so processes
+the main thread runs :meth:`run`, which alone calls the containers (so processes
 are started from one long-lived thread).
 """
 from __future__ import annotations
@@ -22,20 +22,24 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import Plan, TaskPlan
-from .driver import ContainerDriver
+from ..report import Event, JobReport, TaskReport, Timings
+from ..states import JobState, Phase, RestartPolicy, TaskState
+from ..units import split_address
+from .containers import Containers
 
 log = logging.getLogger("subm.am")
 
-TERMINAL = ("SUCCEEDED", "FAILED", "KILLED")
 STOP_GRACE_SECONDS = 10
 #: Decisions kept in the report (the AM's log has all of them).
 MAX_EVENTS = 200
 
 
 @dataclass
-class TaskState:
+class Task:
+    """The AM's live record of one task (what :class:`TaskReport` shows of it)."""
+
     plan: TaskPlan
-    state: str = "PENDING"  # PENDING REGISTERED RUNNING SUCCEEDED FAILED STOPPED
+    state: TaskState = TaskState.PENDING
     attempt: int = 0
     restarts: int = 0
     exit_code: Optional[int] = None
@@ -49,14 +53,15 @@ class TaskState:
 
     @property
     def host(self) -> Optional[str]:
-        return self.address.rsplit(":", 1)[0] if self.address else None
+        return split_address(self.address)[0] if self.address else None
 
 
 @dataclass
-class ExecutorState:
+class Executor:
+    """The AM's record of one executor process (container), registered or not."""
+
     id: str
     role: str
-    index_hint: Optional[int] = None
     task: Optional[Tuple[str, int]] = None
     alive: bool = True
     instructions: List[Dict[str, Any]] = field(default_factory=list)
@@ -66,35 +71,35 @@ class ExecutorState:
 
 
 class ApplicationMaster:
-    def __init__(self, plan: Plan, job_id: str, driver: ContainerDriver, *,
+    def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
                  report_path: Optional[str] = None):
         self.plan = plan
         self.job_id = job_id
-        self.driver = driver
+        self.containers = containers
         self.token = token or secrets.token_hex(16)
         self.report_path = report_path
         self.submitted_at = submitted_at or time.time()
         self.started_at = time.time()
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
-        self.tasks: Dict[Tuple[str, int], TaskState] = {(t.role, t.index): TaskState(t) for t in plan.tasks}
-        self.executors: Dict[str, ExecutorState] = {}
+        self.tasks: Dict[Tuple[str, int], Task] = {(t.role, t.index): Task(t) for t in plan.tasks}
+        self.executors: Dict[str, Executor] = {}
         self.seq = 0
         self.attempt = 0  # the gang's attempt (gang policy); tasks keep their own too
         self.gang_restarts = 0
-        self.phase = "STARTING"  # STARTING RUNNING FINISHING DONE
-        self.state = "RUNNING"
+        self.phase = Phase.STARTING
+        self.state = JobState.RUNNING
         self.diagnostics = ""
         self.gang_started = time.monotonic()
         self.gang_ready_seconds: Optional[float] = None
         self.cluster: Optional[Dict[str, List[str]]] = None
-        # Drivers whose first executors are requested with the application (YARN) launch none here.
+        # Where the first executors are requested with the application (YARN), none are launched here.
         self.to_launch: List[Tuple[str, int]] = (
-            [] if driver.prelaunched else [t.key for t in self.tasks.values()])
+            [] if containers.prelaunched else [t.key for t in self.tasks.values()])
         self.finished_at: Optional[float] = None
         self.url = ""
-        self.events: List[Dict[str, Any]] = []
+        self.events: List[Event] = []
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
         self.kill_requested: Optional[str] = None
 
@@ -102,20 +107,20 @@ class ApplicationMaster:
     def _decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
         """Log a decision of the AM and keep it for the report's ``events`` (what CI sees)."""
         log.log(level, msg, *args)
-        self.events.append({"time": round(time.time(), 3), "message": msg % args if args else msg})
+        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
         del self.events[:-MAX_EVENTS]
 
-    def _send(self, ex: ExecutorState, op: str, **kw: Any) -> None:
+    def _send(self, ex: Executor, op: str, **kw: Any) -> None:
         self.seq += 1
         ex.instructions.append({"seq": self.seq, "op": op, **kw})
         self.changed.notify_all()
 
-    def _live_executor(self, ts: TaskState) -> Optional[ExecutorState]:
+    def _live_executor(self, ts: Task) -> Optional[Executor]:
         ex = self.executors.get(ts.executor) if ts.executor else None
         return ex if ex and ex.alive else None
 
     def executor_env(self, task: TaskPlan) -> Dict[str, str]:
-        """What the driver must put in an executor's environment."""
+        """What the containers must put in an executor's environment."""
         return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
                 "SUBM_ROLE": task.role, "SUBM_INDEX": str(task.index)}
 
@@ -125,9 +130,9 @@ class ApplicationMaster:
             ex_id, role = str(body["executor"]), str(body["role"])
             ex = self.executors.get(ex_id)
             if ex is None:
-                ex = self.executors[ex_id] = ExecutorState(ex_id, role)
+                ex = self.executors[ex_id] = Executor(ex_id, role)
             ex.info.update({k: body.get(k) for k in ("pid", "container", "log_dirs", "host")})
-            if self.phase in ("FINISHING", "DONE"):
+            if self._finishing:
                 self._send(ex, "exit", code=0)
                 return {"index": body.get("index")}
             ts = self.tasks.get(ex.task) if ex.task else None
@@ -138,14 +143,14 @@ class ApplicationMaster:
                 self._send(ex, "exit", code=0)
                 return {"index": None}
             ts.address = f"{body['host']}:{int(body['port'])}"
-            ts.state = "REGISTERED"
+            ts.state = TaskState.REGISTERED
             ex.attempt = ts.attempt
-            ts.log = self.driver.log_location(ts.plan, ex_id)
+            ts.log = self.containers.log_location(ts.plan, ex_id)
             log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, ts.attempt, ex_id)
             self._maybe_run()
             return {"index": ts.plan.index, "attempt": ts.attempt}
 
-    def _assign(self, ex: ExecutorState, hint: Any) -> Optional[TaskState]:
+    def _assign(self, ex: Executor, hint: Any) -> Optional[Task]:
         candidates = [ts for ts in self.tasks.values()
                       if ts.plan.role == ex.role and self._live_executor(ts) is None]
         try:
@@ -174,7 +179,7 @@ class ApplicationMaster:
                 return
             ts = self.tasks[ex.task]
             attempt, code = body.get("attempt"), int(body["exit_code"])
-            if attempt != ts.attempt or ts.state not in ("RUNNING", "REGISTERED"):
+            if attempt != ts.attempt or ts.state not in (TaskState.RUNNING, TaskState.REGISTERED):
                 return  # an older attempt, stopped on purpose
             self._task_ended(ts, code, stopped=bool(body.get("stopped")))
 
@@ -182,7 +187,7 @@ class ApplicationMaster:
         """An executor leaves for good (after an ``exit`` instruction)."""
         with self.lock:
             ex = self.executors.get(str(body["executor"]))
-            if ex is not None and self.phase in ("FINISHING", "DONE"):
+            if ex is not None and self._finishing:
                 ex.alive = False
                 self.changed.notify_all()
 
@@ -201,20 +206,20 @@ class ApplicationMaster:
     # ------------------------------------------------------------ decisions
     def _maybe_run(self) -> None:
         """Start every registered task whose peers are all registered."""
-        if self.phase not in ("STARTING", "RUNNING"):
+        if self._finishing:
             return
-        waiting = [ts for ts in self.tasks.values() if ts.state == "REGISTERED"]
+        waiting = [ts for ts in self.tasks.values() if ts.state == TaskState.REGISTERED]
         if not waiting:
             return
-        if self.phase == "STARTING":
-            if any(ts.state != "REGISTERED" for ts in self.tasks.values()):
+        if self.phase == Phase.STARTING:
+            if any(ts.state != TaskState.REGISTERED for ts in self.tasks.values()):
                 return
             elapsed = time.monotonic() - self.gang_started
             if self.gang_ready_seconds is None:
                 self.gang_ready_seconds = round(time.time() - self.submitted_at, 3)
             self._decide("gang ready: all %d tasks registered (attempt %d) in %.2f s",
                          len(self.tasks), self.attempt, elapsed)
-            self.phase = "RUNNING"
+            self.phase = Phase.RUNNING
         self.cluster = self.plan.cluster_spec({ts.key: ts.address for ts in self.tasks.values()})
         hold = self.plan.framework.reuses_port
         for ts in waiting:
@@ -225,48 +230,48 @@ class ApplicationMaster:
             header = (f"[subm] job={self.job_id} role={ts.plan.role} index={ts.plan.index} "
                       f"attempt={ts.attempt} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")
-            ts.state = "RUNNING"
+            ts.state = TaskState.RUNNING
             self._send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
                        hold_port=hold, header=header)
 
-    def _task_ended(self, ts: TaskState, code: int, stopped: bool = False, why: str = "") -> None:
+    def _task_ended(self, ts: Task, code: int, stopped: bool = False, why: str = "") -> None:
         ts.exit_code = code
         if code == 0 and not stopped:
-            ts.state = "SUCCEEDED"
+            ts.state = TaskState.SUCCEEDED
             self._decide("%s succeeded (attempt %d)", ts.plan.id, ts.attempt)
-            if all(t.state == "SUCCEEDED" for t in self.tasks.values() if t.plan.tracked):
-                untracked = [t.plan.id for t in self.tasks.values() if t.state == "RUNNING"]
+            if all(t.state == TaskState.SUCCEEDED for t in self.tasks.values() if t.plan.tracked):
+                untracked = [t.plan.id for t in self.tasks.values() if t.state == TaskState.RUNNING]
                 self._decide("every tracked task succeeded%s",
                              f"; stopping untracked tasks: {', '.join(untracked)}" if untracked else "")
-                self._finish("SUCCEEDED", "")
+                self._finish(JobState.SUCCEEDED, "")
             return
-        ts.state = "FAILED"
+        ts.state = TaskState.FAILED
         where = f"; log: {ts.log}" if ts.log else ""
         reason = why or f"exit code {code}"
         self._decide("%s failed with %s (attempt %d)%s", ts.plan.id, reason, ts.attempt, where, level=logging.WARNING)
         policy, limit = self.plan.job.restart.policy, self.plan.job.restart.max_restarts
         failure = f"{ts.plan.id} failed with {reason} (attempt {ts.attempt}){where}"
-        if policy == "gang" and self.gang_restarts < limit:
+        if policy == RestartPolicy.GANG and self.gang_restarts < limit:
             self.gang_restarts += 1
             self._restart_gang(failure)
-        elif policy == "task" and ts.restarts < limit:
+        elif policy == RestartPolicy.TASK and ts.restarts < limit:
             self._restart_task(ts, failure)
         else:
             spent = (f"after {limit} restart{'s' if limit != 1 else ''}"
-                     if policy != "never" and limit else f"restart policy '{policy}'"
-                     if policy == "never" else "max_restarts is 0")
-            self._finish("FAILED", f"{failure}; job failed ({spent})")
+                     if policy != RestartPolicy.NEVER and limit else f"restart policy '{policy}'"
+                     if policy == RestartPolicy.NEVER else "max_restarts is 0")
+            self._finish(JobState.FAILED, f"{failure}; job failed ({spent})")
 
     def _restart_gang(self, why: str) -> None:
         self.attempt += 1
         self._decide("restarting the gang: attempt %d of at most %d, because %s",
                      self.attempt, self.plan.job.restart.max_restarts + 1, why)
-        self.phase = "STARTING"
+        self.phase = Phase.STARTING
         self.gang_started = time.monotonic()
         for ts in self.tasks.values():
             ts.attempt = self.attempt
             ts.restarts += 1
-            ts.state = "PENDING"
+            ts.state = TaskState.PENDING
             ts.exit_code = None
             ex = self._live_executor(ts)
             if ex is not None:
@@ -274,10 +279,10 @@ class ApplicationMaster:
             else:
                 self._need_executor(ts)
 
-    def _restart_task(self, ts: TaskState, why: str) -> None:
+    def _restart_task(self, ts: Task, why: str) -> None:
         ts.restarts += 1
         ts.attempt += 1
-        ts.state = "PENDING"
+        ts.state = TaskState.PENDING
         ts.exit_code = None
         self._decide("restarting %s alone: its attempt %d, because %s", ts.plan.id, ts.attempt, why)
         ex = self._live_executor(ts)
@@ -286,22 +291,27 @@ class ApplicationMaster:
         else:
             self._need_executor(ts)
 
-    def _need_executor(self, ts: TaskState) -> None:
+    def _need_executor(self, ts: Task) -> None:
         """Have a new executor started for a task whose executor is gone."""
-        if self.driver.replaces_lost:
+        if self.containers.replaces_lost:
             return  # the cluster manager starts one; it registers like any other
         if ts.key not in self.to_launch:
             self.to_launch.append(ts.key)
 
-    def _finish(self, state: str, diagnostics: str) -> None:
-        if self.phase in ("FINISHING", "DONE"):
+    @property
+    def _finishing(self) -> bool:
+        """True once the verdict is in (the job is finishing or done)."""
+        return self.phase in (Phase.FINISHING, Phase.DONE)
+
+    def _finish(self, state: JobState, diagnostics: str) -> None:
+        if self._finishing:
             return
         self.state, self.diagnostics = state, diagnostics
-        self.phase = "FINISHING"
+        self.phase = Phase.FINISHING
         self.finished_at = time.time()
         for ts in self.tasks.values():
-            if ts.state in ("RUNNING", "REGISTERED", "PENDING"):
-                ts.state = "STOPPED" if state != "KILLED" else "KILLED"
+            if ts.state in (TaskState.RUNNING, TaskState.REGISTERED, TaskState.PENDING):
+                ts.state = TaskState.STOPPED if state != JobState.KILLED else TaskState.KILLED
         for ex in self.executors.values():
             if ex.alive:
                 self._send(ex, "exit", code=0, grace=STOP_GRACE_SECONDS)
@@ -311,14 +321,14 @@ class ApplicationMaster:
     def kill(self, why: str = "killed by request") -> None:
         with self.lock:
             self._decide("stopping every task: %s", why)
-            self._finish("KILLED", why)
+            self._finish(JobState.KILLED, why)
 
     # ------------------------------------------------------------- main loop
-    def run(self) -> Dict[str, Any]:
-        """Drive the job to its end; returns the report."""
+    def run(self) -> JobReport:
+        """Drive the job to its end; returns the final report."""
         log.info("AM for job %s (%s, %d tasks, restart %s, max_restarts %d) on %s; status at %s",
                  self.job_id, self.plan.job.framework, len(self.tasks), self.plan.job.restart.policy,
-                 self.plan.job.restart.max_restarts, self.driver.name, self.url)
+                 self.plan.job.restart.max_restarts, self.containers.name, self.url)
         job_deadline = (time.monotonic() + self.plan.job.timeouts.job_seconds
                         if self.plan.job.timeouts.job_seconds else None)
         finishing_since: Optional[float] = None
@@ -333,16 +343,16 @@ class ApplicationMaster:
                 self.to_launch = []
             for ts in launch:
                 self._launch(ts)
-            for ended in self.driver.poll():
+            for ended in self.containers.poll():
                 self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role)
             with self.lock:
                 now = time.monotonic()
-                if self.phase == "STARTING" and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
+                if self.phase == Phase.STARTING and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
                     self._gang_timeout()
-                if job_deadline and now > job_deadline and self.phase in ("STARTING", "RUNNING"):
-                    self._finish("FAILED", f"the job ran longer than timeouts.job_seconds "
+                if job_deadline and now > job_deadline and not self._finishing:
+                    self._finish(JobState.FAILED, f"the job ran longer than timeouts.job_seconds "
                                            f"({self.plan.job.timeouts.job_seconds} s)")
-                if self.phase == "FINISHING":
+                if self.phase == Phase.FINISHING:
                     finishing_since = finishing_since or now
                     alive = [e for e in self.executors.values() if e.alive]
                     if not alive or now - finishing_since > STOP_GRACE_SECONDS + 5:
@@ -350,48 +360,48 @@ class ApplicationMaster:
                     # An executor that never registered polls no instructions, so it cannot
                     # hear "exit" (e.g. after a gang timeout): stop it now instead of waiting.
                     unheard = [e.id for e in alive if not e.info and e.id not in told_to_stop]
-            for ex_id in unheard if self.phase == "FINISHING" else ():
+            for ex_id in unheard if self.phase == Phase.FINISHING else ():
                 told_to_stop.add(ex_id)
-                self.driver.kill(ex_id)
+                self.containers.kill(ex_id)
             time.sleep(0.05)
         for ex in [e for e in self.executors.values() if e.alive]:
-            self.driver.kill(ex.id)
-        self.driver.close()
+            self.containers.kill(ex.id)
+        self.containers.close()
         with self.lock:
-            self.phase = "DONE"
+            self.phase = Phase.DONE
             report = self.report()
             self.changed.notify_all()
         if self.report_path:
             tmp = self.report_path + ".tmp"
             with open(tmp, "w") as f:
-                json.dump(report, f, indent=2)
+                json.dump(report.to_dict(), f, indent=2)
             os.replace(tmp, self.report_path)
-        self.driver.finish(self.state, self.diagnostics)
+        self.containers.finish(self.state, self.diagnostics)
         log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
-                 report["attempts"], report["timings"]["total_seconds"])
+                 report.attempts, report.timings.total_seconds)
         return report
 
-    def _launch(self, ts: TaskState) -> None:
+    def _launch(self, ts: Task) -> None:
         try:
-            ex_id = self.driver.launch(ts.plan, self.executor_env(ts.plan))
+            ex_id = self.containers.launch(ts.plan, self.executor_env(ts.plan))
         except Exception as exc:  # the cluster refused: the job cannot run
             log.exception("could not start an executor for %s", ts.plan.id)
             with self.lock:
-                self._finish("FAILED", f"could not start {ts.plan.id}: {exc}")
+                self._finish(JobState.FAILED, f"could not start {ts.plan.id}: {exc}")
             return
         with self.lock:
-            ex = self.executors.setdefault(ex_id, ExecutorState(ex_id, ts.plan.role))
-            ex.index_hint, ex.task, ts.executor = ts.plan.index, ts.key, ex_id
-            ts.log = self.driver.log_location(ts.plan, ex_id)
+            ex = self.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
+            ex.task, ts.executor = ts.key, ex_id
+            ts.log = self.containers.log_location(ts.plan, ex_id)
         log.info("started executor %s for %s", ex_id, ts.plan.id)
 
     def _executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
                         role: Optional[str] = None) -> None:
         with self.lock:
             ex = self.executors.get(ex_id)
-            if ex is None and role and self.phase in ("STARTING", "RUNNING"):
+            if ex is None and role and not self._finishing:
                 # A container requested with the job ended before it registered.
-                self.executors[ex_id] = ExecutorState(ex_id, role, alive=False)
+                self.executors[ex_id] = Executor(ex_id, role, alive=False)
                 spare = [ts for ts in self.tasks.values() if ts.plan.role == role
                          and self._live_executor(ts) is None and ts.key not in self.to_launch]
                 self._decide("container %s of role %s ended before registering (exit code %s%s)%s", ex_id, role,
@@ -405,62 +415,59 @@ class ApplicationMaster:
             ex.alive = False
             self.changed.notify_all()
             ts = self.tasks.get(ex.task) if ex.task else None
-            if ts is None or ts.executor != ex_id or self.phase in ("FINISHING", "DONE"):
+            if ts is None or ts.executor != ex_id or self._finishing:
                 return
             detail = f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
-            if ts.state == "SUCCEEDED":
+            if ts.state == TaskState.SUCCEEDED:
                 return
             self._decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
             ts.executor = None
-            if ts.state == "PENDING" and ex.attempt is not None and ex.attempt < ts.attempt:
+            if ts.state == TaskState.PENDING and ex.attempt is not None and ex.attempt < ts.attempt:
                 # Lost before re-registering for an attempt that a failure already started (say a
                 # node with several tasks died): part of that failure, so only a new executor.
                 self._need_executor(ts)
                 return
             self._task_ended(ts, code if code not in (None, 0) else 1, why=detail)
-            if self.phase in ("STARTING", "RUNNING") and self._live_executor(ts) is None \
-                    and ts.state == "PENDING":
+            if not self._finishing and self._live_executor(ts) is None and ts.state == TaskState.PENDING:
                 self._need_executor(ts)
 
     def _gang_timeout(self) -> None:
-        missing = [ts for ts in self.tasks.values() if ts.state not in ("REGISTERED", "RUNNING")]
+        missing = [ts for ts in self.tasks.values() if ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
         parts = []
         for ts in missing:
-            word = self.driver.describe(ts.executor) if ts.executor else self.driver.describe_role(ts.plan.role)
+            word = (self.containers.describe(ts.executor) if ts.executor
+                    else self.containers.describe_role(ts.plan.role))
             parts.append(f"{ts.plan.id} ({word or 'not registered'})")
-        self._finish("FAILED", f"gang not complete within timeouts.gang_seconds "
+        self._finish(JobState.FAILED, f"gang not complete within timeouts.gang_seconds "
                                f"({self.plan.job.timeouts.gang_seconds} s), attempt {self.attempt}; "
                                f"missing: {', '.join(parts)}")
 
     # ---------------------------------------------------------------- report
-    def report(self) -> Dict[str, Any]:
+    def report(self) -> JobReport:
         with self.lock:
             end = self.finished_at or time.time()
-            tasks = [{
-                "role": ts.plan.role, "index": ts.plan.index, "state": ts.state,
-                "exit_code": ts.exit_code, "restarts": ts.restarts, "attempt": ts.attempt,
-                "host": ts.host, "address": ts.address, "tracked": ts.plan.tracked, "log": ts.log,
-                "executor": ts.executor, "command": ts.plan.command, **self.driver.details(ts.executor),
-            } for ts in self.tasks.values()]
-            running = sum(1 for ts in self.tasks.values() if ts.state == "RUNNING")
-            return {
-                "app_id": self.job_id,
-                "name": self.plan.job.name,
-                "framework": self.plan.job.framework,
-                "backend": self.driver.name,
-                "state": self.state if self.phase in ("FINISHING", "DONE") else "RUNNING",
-                "phase": self.phase,
-                "attempts": 1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0)),
-                "diagnostics": self.diagnostics,
-                "running": running,
-                "total": len(self.tasks),
-                "tasks": tasks,
-                "cluster_spec": self.cluster,
-                "timings": {
-                    "gang_ready_seconds": self.gang_ready_seconds,
-                    "total_seconds": round(end - self.submitted_at, 3),
-                },
-                "status_url": self.url,
-                "events": list(self.events),
-            }
-
+            tasks = tuple(TaskReport(
+                role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
+                restarts=ts.restarts, attempt=ts.attempt, host=ts.host, address=ts.address,
+                tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
+                **self.containers.details(ts.executor),
+            ) for ts in self.tasks.values())
+            return JobReport(
+                app_id=self.job_id,
+                name=self.plan.job.name,
+                framework=self.plan.job.framework,
+                backend=self.containers.name,
+                state=self.state if self._finishing else JobState.RUNNING,
+                phase=self.phase,
+                attempts=1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0)),
+                diagnostics=self.diagnostics,
+                running=sum(1 for ts in self.tasks.values() if ts.state == TaskState.RUNNING),
+                total=len(self.tasks),
+                tasks=tasks,
+                cluster_spec=self.cluster,
+                timings=Timings(gang_ready_seconds=self.gang_ready_seconds,
+                                total_seconds=round(end - self.submitted_at, 3)),
+                status_url=self.url,
+                events=tuple(self.events),
+                final=self.phase == Phase.DONE,
+            )

@@ -10,9 +10,8 @@ Life of an executor::
     register host:port with the AM        POST /v1/register
     wait for instructions                 GET  /v1/next   (long poll)
       run:      start the task's command with the environment the AM built
-      stop:     stop the command (SIGTERM to its process group, then SIGKILL)
-      register: re-register for the next attempt (same port when possible)
-      exit:     leave
+      register: stop the command, re-register for the next attempt (same port when possible)
+      exit:     stop the command (SIGTERM to its process group, then SIGKILL), leave
     report every exit of the command      POST /v1/exit
 
 The executor outlives attempts, so a gang restart needs no new containers.
@@ -306,9 +305,6 @@ class Executor:
             if op == "run":
                 if self.child is None:
                     self.start(instr)
-            elif op == "stop":
-                self.stop_child(float(instr.get("grace", 10)))
-                self.check_child()
             elif op == "register":
                 self.stop_child(10)
                 self.check_child()

@@ -72,7 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.endswith("/v1/am"):  # how containers find the AM through the RM's proxy
             return self._reply(200, {"url": self.master.url, "app_id": self.master.job_id})
         if path.endswith("/v1/status"):
-            return self._reply(200, self.master.report())
+            return self._reply(200, self.master.report().to_dict())
         if path == "/v1/next":
             if not self._authorized():
                 return

@@ -17,11 +17,13 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, TextIO
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, TextIO, Tuple
 
 import requests
 
@@ -29,13 +31,46 @@ from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecErr
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
-from ..base import TERMINAL_STATES, Backend, Report
+from ...report import JobReport, replace
+from ...states import JobState, Phase
+from ..base import Backend
 
 AM_START_SECONDS = 30
+#: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
+AM_MODULE = f"{__package__}.am_main"
+#: The folder holding the ``submarine_py`` package the AM must import.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def subm_home() -> str:
     return os.path.abspath(os.path.expanduser(os.environ.get("SUBM_HOME", "~/.submarine")))
+
+
+@dataclass(frozen=True)
+class LocalRequest:
+    """What :meth:`LocalBackend.submit` does, decided before doing it (``--dry-run`` prints it)."""
+
+    plan: Plan
+    app_id: str
+    #: ``$SUBM_HOME/local/<app_id>``: created at submission (see this module's docstring).
+    job_dir: str
+    #: ``job.json`` as written at submission (which adds ``submitted_at`` and ``detached``).
+    job: Mapping[str, Any]
+    #: The ApplicationMaster's command line, and what it gets on top of this environment.
+    am_argv: Tuple[str, ...]
+    am_env: Mapping[str, str]
+
+    def describe(self) -> str:
+        lines = [f"# local backend: the AM and {len(self.plan.tasks)} executor process(es) on this machine",
+                 f"# job {self.app_id} in {self.job_dir}: job.json (the validated spec), am.log, am.json, "
+                 "report.json, tasks/<role>-<index>/, logs/",
+                 f"# AM: {' '.join(f'{k}={shlex.quote(v)}' for k, v in self.am_env.items())} "
+                 f"{shlex.join(self.am_argv)}"]
+        for t in self.plan.tasks:
+            how = f"docker run {t.docker.image}" if t.docker else "process"
+            lines.append(f"{t.id}: {how}, {t.resources.to_dict()}, "
+                         f"{'tracked' if t.tracked else 'untracked'}: {t.command}")
+        return "\n".join(lines)
 
 
 class LocalBackend(Backend):
@@ -78,31 +113,28 @@ class LocalBackend(Backend):
         problems.append(("", "set resources.gpus: 0 to run on CPU, or run on YARN (--backend yarn)"))
         raise ClusterLimitError(problems)
 
-    def dryrun(self, plan: Plan) -> str:
-        lines = [f"# local backend: the AM and {len(plan.tasks)} executor process(es) on this machine",
-                 f"# AM: {sys.executable} -m submarine_py.runtime.am_main local $SUBM_HOME/local/<app_id>"]
-        for t in plan.tasks:
-            how = f"docker run {t.docker.image}" if t.docker else "process"
-            lines.append(f"{t.id}: {how}, {t.resources.to_dict()}, "
-                         f"{'tracked' if t.tracked else 'untracked'}: {t.command}")
-        return "\n".join(lines)
-
-    # -- submit -------------------------------------------------------------------
-    def submit(self, plan: Plan, *, detach: bool = False) -> str:
+    def request(self, plan: Plan) -> LocalRequest:
         app_id = f"local_{time.strftime('%Y%m%d-%H%M%S')}_{secrets.token_hex(3)}"
         job_dir = self.job_dir(app_id, must_exist=False)
+        path = os.environ.get("PYTHONPATH")
+        return LocalRequest(
+            plan=plan, app_id=app_id, job_dir=job_dir,
+            job={"app_id": app_id, "name": plan.job.name, "spec": plan.job.to_dict()},
+            am_argv=(sys.executable, "-m", AM_MODULE, job_dir),
+            am_env={"PYTHONPATH": PACKAGE_PARENT + (os.pathsep + path if path else ""), "PYTHONUNBUFFERED": "1"},
+        )
+
+    # -- submit -------------------------------------------------------------------
+    def submit(self, request: LocalRequest, *, detach: bool = False) -> str:
+        app_id, job_dir = request.app_id, request.job_dir
         os.makedirs(job_dir)
-        meta = {"app_id": app_id, "name": plan.job.name, "submitted_at": time.time(),
-                "spec": plan.job.to_dict(), "detached": detach}
+        meta = dict(request.job, submitted_at=time.time(), detached=detach)
         with open(os.path.join(job_dir, "job.json"), "w") as f:
             json.dump(meta, f, indent=2)
-        env = dict(os.environ)
-        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["PYTHONUNBUFFERED"] = "1"
+        env = dict(os.environ, **request.am_env)
         with open(os.path.join(job_dir, "am.log"), "ab") as am_log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "submarine_py.runtime.am_main", "local", job_dir],
+                list(request.am_argv),
                 cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=am_log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=None if detach else die_with_parent(signal.SIGTERM),
             )
@@ -136,7 +168,7 @@ class LocalBackend(Backend):
         except (OSError, ValueError):
             return None
 
-    def status(self, app_id: str) -> Report:
+    def status(self, app_id: str) -> JobReport:
         job_dir = self.job_dir(app_id)
         report_path = os.path.join(job_dir, "report.json")
         if os.path.exists(report_path):
@@ -144,40 +176,40 @@ class LocalBackend(Backend):
             if child is not None:
                 child.wait()
             with open(report_path) as f:
-                return dict(json.load(f), final=True)
+                return replace(JobReport.from_dict(json.load(f)), final=True)
         info, pid = self._am_info(job_dir), self._am_pid(job_dir)
         if info.get("url"):
             try:
-                return dict(requests.get(info["url"] + "/v1/status", timeout=5).json(), final=False)
-            except (requests.RequestException, ValueError):
+                live = requests.get(info["url"] + "/v1/status", timeout=5).json()
+                return replace(JobReport.from_dict(live), final=False)
+            except (requests.RequestException, ValueError, KeyError, TypeError):
                 pass
         if pid_alive(pid) and not _reaped(self._children.get(app_id)):
             with open(os.path.join(job_dir, "job.json")) as f:
                 meta = json.load(f)
-            return {"app_id": app_id, "name": meta["name"], "state": "ACCEPTED", "phase": "STARTING",
-                    "backend": self.name, "tasks": [], "final": False}
+            return JobReport(app_id=app_id, name=meta["name"], state=JobState.ACCEPTED, phase=Phase.STARTING,
+                             backend=self.name, final=False)
         if os.path.exists(report_path):
             return self.status(app_id)
-        return {"app_id": app_id, "state": "FAILED", "backend": self.name, "final": True, "attempts": 1,
-                "diagnostics": f"the ApplicationMaster died without a report; see {job_dir}/am.log",
-                "tasks": [], "timings": {}}
+        return JobReport(app_id=app_id, state=JobState.FAILED, backend=self.name, final=True, attempts=1,
+                         diagnostics=f"the ApplicationMaster died without a report; see {job_dir}/am.log")
 
-    def kill(self, app_id: str) -> Report:
+    def kill(self, app_id: str) -> JobReport:
         job_dir = self.job_dir(app_id)
         report = self.status(app_id)
-        if report.get("final"):
+        if report.final:
             return report
         pid = self._am_pid(job_dir)
         if pid and pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
         report = self.wait_final(app_id, 40)
-        if report.get("final"):
+        if report.final:
             return report
         if pid and pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
         return self.status(app_id)
 
-    def list(self, include_finished: bool = False) -> List[Report]:
+    def list(self, include_finished: bool = False) -> List[JobReport]:
         out = []
         for path in sorted(glob.glob(os.path.join(self.root, "local_*", "job.json"))):
             app_id = os.path.basename(os.path.dirname(path))
@@ -185,7 +217,7 @@ class LocalBackend(Backend):
                 report = self.status(app_id)
             except (JobNotFoundError, OSError, ValueError):
                 continue
-            if include_finished or report.get("state") not in TERMINAL_STATES:
+            if include_finished or not report.state.is_terminal():
                 out.append(report)
         return out
 
@@ -216,7 +248,7 @@ class LocalBackend(Backend):
                     out.write(data.decode("utf-8", "replace"))
                     out.flush()
                     offsets[p] += len(data)
-            if not follow or self.status(app_id).get("final"):
+            if not follow or self.status(app_id).final:
                 if follow:
                     follow = False
                     continue

@@ -31,7 +31,7 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
     for m in d.mounts:
         argv += ["-v", m]
-    if gpus:  # the devices the driver assigned to this task, as YARN's GPU plugin would
+    if gpus:  # the devices LocalContainers assigned to this task, as YARN's GPU plugin would
         argv += ["--gpus", f'"device={",".join(gpus)}"']
     for k, v in env.items():
         argv += ["-e", f"{k}={v}"]

@@ -9,23 +9,50 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, TextIO
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, TextIO
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...plan import Plan
+from ...report import JobReport, Timings, replace
+from ...states import JobState, Phase
 from ...units import format_memory
-from ..base import Backend, Report
+from ..base import Backend
+from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, node_log
-from .spec import TAG, YarnOptions, build_application_spec
 
-STATE_OF_APP = {"NEW": "ACCEPTED", "NEW_SAVING": "ACCEPTED", "SUBMITTED": "ACCEPTED", "ACCEPTED": "ACCEPTED",
-                "RUNNING": "RUNNING", "FAILED": "FAILED", "KILLED": "KILLED"}
+STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
+                "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
+                "KILLED": JobState.KILLED}
+#: YARN application states after which nothing changes.
+YARN_ENDED = ("FINISHED", "FAILED", "KILLED")
 TASK_LOG_FILES = ("stdout", "stderr")
 #: The master script's stdout and stderr in skein's AM container: the Python AM's log.
 AM_LOG_FILE = "application.driver.log"
+
+
+@dataclass(frozen=True)
+class YarnRequest:
+    """What :meth:`YarnBackend.submit` hands skein, built before submitting (``--dry-run`` prints it)."""
+
+    plan: Plan
+    #: The ``skein.ApplicationSpec``: the AM (skein's master) and one service per role.
+    app_spec: Any
+    #: The job file the AM reads (shipped to its container as ``subm_job.json``).
+    job: Mapping[str, Any]
+    #: Where :meth:`YarnBackend.submit` writes ``job`` for skein to ship (removed after submitting).
+    job_file: str
+    #: The job's secret, shared by the AM and the executors; never printed.
+    token: str
+
+    def describe(self) -> str:
+        head = (f"# YARN backend: skein's ApplicationSpec; {JOB_FILE} is the validated spec, "
+                f"written to {self.job_file} at submission\n")
+        return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
 
 
 class YarnBackend(Backend):
@@ -74,9 +101,13 @@ class YarnBackend(Backend):
             hosts = []
         return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts)
 
-    def dryrun(self, plan: Plan) -> str:
-        spec = build_application_spec(plan, self._options(plan, "<job file>", "<token>"))
-        return spec.to_yaml()
+    def request(self, plan: Plan) -> YarnRequest:
+        token = secrets.token_hex(16)
+        # Named now (the app spec ships it), created by submit() only.
+        job_file = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}", "job.json")
+        app_spec = build_application_spec(plan, self._options(plan, job_file, token))
+        return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token=token,
+                           job={"name": plan.job.name, "spec": plan.job.to_dict()})
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
@@ -93,18 +124,22 @@ class YarnBackend(Backend):
             raise BackendError(f"could not start skein's driver: {exc}; is HADOOP_CONF_DIR "
                                f"({os.environ.get('HADOOP_CONF_DIR')}) right and Java available?") from None
 
-    def submit(self, plan: Plan, *, detach: bool = False) -> str:
-        token = secrets.token_hex(16)
-        with tempfile.TemporaryDirectory(prefix="subm-") as tmp:
-            job_file = os.path.join(tmp, "job.json")
-            with open(job_file, "w") as f:
-                json.dump({"name": plan.job.name, "submitted_at": time.time(), "spec": plan.job.to_dict()}, f)
-            spec = build_application_spec(plan, self._options(plan, job_file, token))
+    def submit(self, request: YarnRequest, *, detach: bool = False) -> str:
+        job_dir = os.path.dirname(request.job_file)
+        try:
+            os.makedirs(job_dir, mode=0o700)
+        except OSError as exc:
+            raise BackendError(f"cannot create {job_dir}: {exc.strerror}") from None
+        try:
+            with open(request.job_file, "w") as f:
+                json.dump(dict(request.job, submitted_at=time.time()), f)
             client = self._client()
             try:
-                app_id = client.submit(spec)
+                app_id = client.submit(request.app_spec)
             except Exception as exc:
                 raise BackendError(f"YARN refused the application: {exc}") from None
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
         try:
             self.rm.app(app_id)  # visible to the REST API before we return
         except BaseException:
@@ -113,65 +148,59 @@ class YarnBackend(Backend):
         return app_id
 
     # -- after submission ---------------------------------------------------------------
-    def status(self, app_id: str) -> Report:
+    def status(self, app_id: str) -> JobReport:
         app = self.rm.app(app_id)
         yarn_state, state = app.get("state"), _state_of(app)
-        done = state in ("SUCCEEDED", "FAILED", "KILLED") and yarn_state in ("FINISHED", "FAILED", "KILLED")
-        report: Dict[str, Any] = {}
+        done = state.is_terminal() and yarn_state in YARN_ENDED
+        am: Optional[JobReport] = None
         if yarn_state == "RUNNING":
-            # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
-            report = self.rm.proxy_get(app_id, "/v1/status") or {"phase": "STARTING"}
+            am = _parse_report(self.rm.proxy_get(app_id, "/v1/status"))
         elif done:
-            report = self._final_report(app)
-        report = dict(report)
-        report.update({"app_id": app_id, "backend": self.name, "final": done, "yarn_state": yarn_state,
-                       "tracking_url": app.get("trackingUrl")})
-        report.setdefault("name", app.get("name"))
-        report.setdefault("tasks", [])
-        report.setdefault("attempts", 1)
-        report.setdefault("timings", {"gang_ready_seconds": None,
-                                      "total_seconds": _elapsed(app)})
-        if done or not report.get("state"):  # else the AM's own word (RUNNING, or its verdict while finishing)
-            report["state"] = state
-        if done and not report.get("diagnostics") and state != "SUCCEEDED":
-            report["diagnostics"] = app.get("diagnostics") or ""
-        if done and state == "KILLED" and report.get("diagnostics", "") == "":
-            report["diagnostics"] = app.get("diagnostics") or "killed"
+            am = self._final_report(app)
+        report = am or JobReport(
+            app_id=app_id, name=app.get("name"), state=state,
+            # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
+            phase=Phase.STARTING if yarn_state == "RUNNING" else None,
+            timings=Timings(total_seconds=_elapsed(app)))
+        report = replace(report, app_id=app_id, backend=self.name, final=done, yarn_state=yarn_state,
+                         tracking_url=app.get("trackingUrl"))
+        if done:  # else the AM's own word (RUNNING, or its verdict while finishing)
+            report = replace(report, state=state)
+        if done and not report.diagnostics and state != JobState.SUCCEEDED:
+            default = "killed" if state == JobState.KILLED else ""
+            report = replace(report, diagnostics=app.get("diagnostics") or default)
         return report
 
-    def _final_report(self, app: Dict[str, Any]) -> Dict[str, Any]:
+    def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""
         try:
             attempt = self.rm.am_container(app["id"])
         except (BackendError, JobNotFoundError):
-            return {}
+            return None
         node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
         if not node or not cid:
-            return {}
+            return None
         data = node_log(node, cid, "subm-report.json")
         if not data:
-            return {}
+            return None
         try:
-            return json.loads(_strip_log_header(data))
+            return _parse_report(json.loads(_strip_log_header(data)))
         except ValueError:
-            return {}
+            return None
 
-    def kill(self, app_id: str) -> Report:
+    def kill(self, app_id: str) -> JobReport:
         report = self.status(app_id)
-        if report.get("final"):
+        if report.final:
             return report
         self.rm.kill(app_id)
         return self.wait_final(app_id, 60)
 
-    def list(self, include_finished: bool = False) -> List[Report]:
+    def list(self, include_finished: bool = False) -> List[JobReport]:
         states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]
         apps = self.rm.apps(tags=[TAG], states=states)
-        out = []
-        for a in sorted(apps, key=lambda a: a.get("startedTime", 0)):
-            out.append({"app_id": a["id"], "name": a.get("name"), "state": _state_of(a), "queue": a.get("queue"),
-                        "user": a.get("user"), "tracking_url": a.get("trackingUrl"),
-                        "started": a.get("startedTime"), "attempts": None})
-        return out
+        return [JobReport(app_id=a["id"], name=a.get("name"), state=_state_of(a), backend=self.name,
+                          attempts=None, yarn_state=a.get("state"), tracking_url=a.get("trackingUrl"))
+                for a in sorted(apps, key=lambda a: a.get("startedTime", 0))]
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
@@ -181,20 +210,20 @@ class YarnBackend(Backend):
             report = self.status(app_id)
             if with_am:  # like the local backend: the AM's log (its decisions) first
                 self._copy_am_log(app_id, offsets, out)
-            tasks = [t for t in report.get("tasks") or []
-                     if (role is None or t["role"] == role) and (index is None or t["index"] == index)]
+            tasks = [t for t in report.tasks
+                     if (role is None or t.role == role) and (index is None or t.index == index)]
             # Once the AM answers, it knows every task: an unknown role/index will never appear.
-            if not tasks and (report.get("tasks") or report.get("final")) and not with_am:
-                known = sorted({t["role"] for t in report.get("tasks") or []})
+            if not tasks and (report.tasks or report.final) and not with_am:
+                known = sorted({t.role for t in report.tasks})
                 raise JobNotFoundError(f"no task {role or ''}{'' if index is None else ':' + str(index)} in "
                                        f"{app_id}; roles: {', '.join(known) or 'none'}")
             for t in tasks:
-                node, cid = t.get("node_http"), t.get("container_id")
+                node, cid = t.node_http, t.container_id
                 if not node or not cid:
                     continue
                 for name in TASK_LOG_FILES:
-                    _copy_new_log(node, cid, name, f"{t['role']}:{t['index']} {name} ({cid})", offsets, out)
-            if not follow or report.get("final"):
+                    _copy_new_log(node, cid, name, f"{t.id} {name} ({cid})", offsets, out)
+            if not follow or report.final:
                 return
             time.sleep(1.0)
 
@@ -224,12 +253,23 @@ def _copy_new_log(node: str, cid: str, name: str, title: str, offsets: Dict[str,
     offsets[key] = len(body)
 
 
-def _state_of(app: Dict[str, Any]) -> str:
+def _state_of(app: Dict[str, Any]) -> JobState:
     """A YARN application's state in subm's words (ACCEPTED, RUNNING, SUCCEEDED, FAILED, KILLED)."""
     if app.get("state") == "FINISHED":
         final = app.get("finalStatus")
-        return final if final in ("SUCCEEDED", "FAILED", "KILLED") else "FAILED"
-    return STATE_OF_APP.get(app.get("state"), "ACCEPTED")
+        return JobState(final) if final in JobState.__members__ and JobState(final).is_terminal() \
+            else JobState.FAILED
+    return STATE_OF_APP.get(app.get("state"), JobState.ACCEPTED)
+
+
+def _parse_report(data: Any) -> Optional[JobReport]:
+    """The AM's report from its JSON (None when it is not one, e.g. a proxy's error page)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return JobReport.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _strip_log_header(data: bytes) -> bytes:

@@ -55,7 +55,6 @@ class ClusterLimits:
     max_gpus: int
     resource_types: List[str] = field(default_factory=list)
     queues: List[str] = field(default_factory=list)
-    node_labels: List[str] = field(default_factory=list)
     nodes: List[str] = field(default_factory=list)
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from submarine_py.backends.yarn.spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
 from submarine_py.plan import make_plan
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 
 skein = pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
 pytestmark = pytest.mark.unit
@@ -79,7 +79,7 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
 def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):
     spec = build(tmp_path)
     assert set(spec.master.files) == {JOB_FILE}
-    assert spec.master.script.endswith(f"-m submarine_py.runtime.am_main yarn {JOB_FILE}")
+    assert spec.master.script.endswith(f"-m submarine_py.backends.yarn.am_main {JOB_FILE}")
     assert spec.master.env["SUBM_TOKEN"] == "secret"
 
 

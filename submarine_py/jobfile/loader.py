@@ -10,6 +10,7 @@ import jinja2.sandbox
 import yaml
 
 from ..errors import SpecError
+from ..templating import split_set_options
 
 #: A job file larger than this is refused before rendering.
 MAX_FILE_BYTES = 1 << 20
@@ -25,13 +26,7 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
     stays ``0123``); ``true``/``false`` give booleans; anything else stays a string.
     """
     out: Dict[str, Any] = {}
-    problems = []
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            problems.append(("--set", f"expected key=value with an identifier as key, got {pair!r}"))
-            continue
+    for key, raw in split_set_options(pairs, identifiers=True):
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
@@ -41,8 +36,6 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _typed(value, raw.strip())
         out[key] = value
-    if problems:
-        raise SpecError(problems)
     return out
 
 

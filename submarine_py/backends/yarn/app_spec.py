@@ -1,4 +1,5 @@
-"""The plan as a ``skein.ApplicationSpec``: a pure function, apart from submitting.
+"""The plan as a ``skein.ApplicationSpec`` (the "app spec"; the job's own spec is a JobSpec):
+a pure function, apart from submitting.
 
 Every role becomes a skein service whose instances are declared up front, with
 node hints and relaxed locality, so the scheduler assigns the whole gang in as
@@ -16,11 +17,14 @@ from typing import Dict, Optional, Sequence
 
 from ...plan import Plan, TaskPlan
 from ...runtime import executor as executor_module
+from ...states import RestartPolicy
 
 EXECUTOR_FILE = "subm_executor.py"
 JOB_FILE = "subm_job.json"
 ENV_DIR = "environment"
 TAG = "submarine"
+#: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
+AM_MODULE = f"{__package__}.am_main"
 #: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.
 AM_MEMORY_MB = 768
 
@@ -77,7 +81,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
         files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **shared_files},
         env=master_env,
-        script=f"{py['setup']}\nexec {py['python']} -m submarine_py.runtime.am_main yarn {JOB_FILE}",
+        script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
     executor_source = os.path.abspath(executor_module.__file__)
     user_files = {dest: skein.File(source=src, type="file") for dest, src in plan.job.files.items()}
@@ -108,7 +112,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             # skein replaces a failed container in the same RM heartbeat that reports it (our
             # add_container() would wait for its next one, up to 5 s); the AM still decides
             # whether the job goes on, and ends it when restarts are spent.
-            max_restarts=0 if plan.job.restart.policy == "never" else -1,
+            max_restarts=0 if plan.job.restart.policy == RestartPolicy.NEVER else -1,
             allow_failures=True,   # a failed container must not end the application
             node_label=spec.node_label or "",
             **hints,

@@ -13,11 +13,17 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import SpecError
+from ..errors import ProblemCollector, SpecError
+from ..states import RestartPolicy
 from ..units import format_memory, parse_memory
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
-RESTART_POLICIES = ("gang", "task", "never")
+RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
+#: A role's fields in the job file, in the order ``RoleSpec.to_dict`` writes them.
+ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label", "tracked")
+#: The job file's top-level fields.
+JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
+              "environment", "tags")
 NETWORKS = ("host", "bridge", "none")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -52,8 +58,10 @@ class DockerSpec:
 
 
 @dataclass(frozen=True)
-class RestartPolicy:
-    policy: str = "gang"
+class RestartSpec:
+    """The job file's ``restart`` section."""
+
+    policy: RestartPolicy = RestartPolicy.GANG
     max_restarts: int = 0
 
 
@@ -94,19 +102,16 @@ class RoleSpec:
     tracked: Optional[bool] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        d: Dict[str, Any] = {
+        values: Dict[str, Any] = {
             "instances": self.instances,
             "resources": self.resources.to_dict(),
             "command": self.command,
             "env": dict(self.env),
+            "docker": self.docker.to_dict() if self.docker else None,
+            "node_label": self.node_label or None,
+            "tracked": self.tracked,
         }
-        if self.docker:
-            d["docker"] = self.docker.to_dict()
-        if self.node_label:
-            d["node_label"] = self.node_label
-        if self.tracked is not None:
-            d["tracked"] = self.tracked
-        return d
+        return {k: values[k] for k in ROLE_FIELDS if values[k] is not None}
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class JobSpec:
     roles: Mapping[str, RoleSpec]
     framework: str = "custom"
     queue: str = "default"
-    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    restart: RestartSpec = field(default_factory=RestartSpec)
     timeouts: Timeouts = field(default_factory=Timeouts)
     #: destination in each task's working directory -> absolute source path
     files: Mapping[str, str] = field(default_factory=dict)
@@ -128,7 +133,7 @@ class JobSpec:
             "name": self.name,
             "framework": self.framework,
             "queue": self.queue,
-            "restart": {"policy": self.restart.policy, "max_restarts": self.restart.max_restarts},
+            "restart": {"policy": self.restart.policy.value, "max_restarts": self.restart.max_restarts},
             "timeouts": {"gang_seconds": self.timeouts.gang_seconds},
             "roles": {name: role.to_dict() for name, role in self.roles.items()},
             "files": dict(self.files),
@@ -153,16 +158,13 @@ class JobSpec:
         return _Builder(base_dir or os.getcwd(), check_files).job(data)
 
 
-class _Builder:
+class _Builder(ProblemCollector):
     """Walks a raw dict, collecting every problem with its path."""
 
     def __init__(self, base_dir: str, check_files: bool = True):
+        super().__init__()
         self.base_dir = base_dir
         self.check_files = check_files
-        self.problems: List[Tuple[str, str]] = []
-
-    def fail(self, path: str, msg: str) -> None:
-        self.problems.append((path, msg))
 
     # -- helpers ----------------------------------------------------------
     def mapping(self, value: Any, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
@@ -213,9 +215,7 @@ class _Builder:
     def job(self, data: Any) -> JobSpec:
         if not isinstance(data, dict):
             raise SpecError([("", f"the job file must be a YAML mapping, got {_show(data)}")])
-        known = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-                 "environment", "tags")
-        self.mapping(data, "", known)
+        self.mapping(data, "", JOB_FIELDS)
         name = self.string(data.get("name"), "name", required=True) or "job"
         if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", name):
             self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
@@ -235,17 +235,16 @@ class _Builder:
             from ..frameworks import get_framework
 
             self.problems.extend(get_framework(framework).check(spec))
-        if self.problems:
-            raise SpecError(self.problems)
+        self.raise_if_any()
         return spec
 
-    def restart(self, value: Any) -> RestartPolicy:
+    def restart(self, value: Any) -> RestartSpec:
         d = self.mapping(value, "restart", ("policy", "max_restarts"))
-        policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, "gang")
+        policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, RestartPolicy.GANG.value)
         max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0)
         if max_restarts > 100:
             self.fail("restart.max_restarts", f"expected at most 100, got {max_restarts}")
-        return RestartPolicy(policy=policy, max_restarts=max_restarts)
+        return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
 
     def timeouts(self, value: Any) -> Timeouts:
         d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds"))
@@ -278,8 +277,7 @@ class _Builder:
         if not isinstance(raw, dict):
             self.fail(path, f"expected a mapping with at least 'command', got {_show(raw)}")
             return None
-        self.mapping(raw, path, ("instances", "resources", "command", "env", "docker",
-                                 "node_label", "tracked"))
+        self.mapping(raw, path, ROLE_FIELDS)
         instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1)
         if instances > 1000:
             self.fail(f"{path}.instances", f"expected at most 1000, got {instances}")

@@ -1,4 +1,4 @@
-"""A corpus of malformed job files (tests/specs/bad/*.yaml), each refused the same way.
+"""A corpus of malformed job files (tests/jobfiles/bad/*.yaml), each refused the same way.
 
 Each file starts with one or more ``# expect: <text>`` lines; ``subm validate``
 must exit 2, print ``Error: ...`` on stderr with every expected text, and no traceback.
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SPECS, job_dirs, subm
+from conftest import JOBFILES, job_dirs, subm
 
-BAD = sorted((SPECS / "bad").glob("*.yaml"))
+BAD = sorted((JOBFILES / "bad").glob("*.yaml"))
 
 
 def expectations(path: Path):
@@ -42,7 +42,7 @@ def test_validate_refuses_bad_spec(path):
 
 @pytest.mark.unit
 def test_every_problem_is_reported_at_once():
-    rc, _, err = subm("validate", str(SPECS / "bad" / "multiple-errors.yaml"))
+    rc, _, err = subm("validate", str(JOBFILES / "bad" / "multiple-errors.yaml"))
     assert rc == 2
     problem_lines = [line for line in err.splitlines() if line.startswith("  ")]
     assert len(problem_lines) == 4
@@ -56,7 +56,7 @@ def test_a_missing_job_file_is_bad_input(tmp_path):
 
 @pytest.mark.unit
 def test_a_bad_set_option_is_bad_input():
-    rc, _, err = subm("validate", str(SPECS / "bad" / "undefined-template-variable.yaml"), "--set", "epochs")
+    rc, _, err = subm("validate", str(JOBFILES / "bad" / "undefined-template-variable.yaml"), "--set", "epochs")
     assert rc == 2 and err.startswith("Error: --set: expected key=value")
 
 
@@ -64,7 +64,7 @@ def test_a_bad_set_option_is_bad_input():
 @pytest.mark.parametrize("name", ["gpus-not-a-number", "undefined-template-variable", "alias-bomb",
                                   "multiple-errors"])
 def test_run_refuses_a_bad_spec_before_creating_a_job(name, subm_home):
-    rc, out, err = subm("run", str(SPECS / "bad" / f"{name}.yaml"), "--backend", "local")
+    rc, out, err = subm("run", str(JOBFILES / "bad" / f"{name}.yaml"), "--backend", "local")
     assert rc == 2, err
     assert err.startswith("Error:") and "Traceback" not in err
     assert job_dirs(subm_home) == []

@@ -1,4 +1,4 @@
-"""The AM side of the local backend: executors as local processes or Docker containers."""
+"""The AM side of the local backend: executors as local processes or Docker containers (see ``am_main``)."""
 from __future__ import annotations
 
 import os
@@ -13,13 +13,13 @@ from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
 from ...runtime import executor as executor_module
-from ...runtime.driver import ContainerDriver, Ended
+from ...runtime.containers import Containers, Ended
 from . import docker as local_docker
 
 EXECUTOR_PATH = os.path.abspath(executor_module.__file__)
 
 
-class LocalDriver(ContainerDriver):
+class LocalContainers(Containers):
     name = "local"
 
     def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1"):
@@ -57,7 +57,7 @@ class LocalDriver(ContainerDriver):
                     shutil.copy2(src, target)
         return wd
 
-    # -- ContainerDriver ------------------------------------------------------
+    # -- Containers -----------------------------------------------------------
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         self.launches += 1
         ex_id = f"{task.role}-{task.index}-e{self.launches}"

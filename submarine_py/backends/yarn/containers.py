@@ -1,32 +1,31 @@
-"""The AM side of the YARN backend: skein's ApplicationClient as a ContainerDriver.
+"""The AM side of the YARN backend: skein's ApplicationClient as the AM's :class:`Containers`.
 
-Runs inside the application's master container (skein's master script). The
-first container of every task is requested with the application itself; this
-driver adds replacements, notices containers that ended (the executor normally
+Runs inside the application's master container (skein's master script, see
+``am_main``). The first container of every task is requested with the
+application itself; these add replacements, notices containers that ended (the executor normally
 says so first, over HTTP), and hands the final state to YARN.
 """
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import os
-import socket
 import threading
 import time
 from typing import Dict, List, Optional
 
-from ...plan import Plan, TaskPlan, make_plan
-from ...runtime.driver import ContainerDriver, Ended
-from ...spec.model import JobSpec
+from ...plan import Plan, TaskPlan
+from ...runtime.containers import Containers, Ended
+from ...states import JobState
 from .rest import ResourceManager, nm_container
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
-FINISHED = ("SUCCEEDED", "FAILED", "KILLED")
+#: skein's ``ContainerState`` values of a container that has ended (skein's states, not a job's).
+CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
 
 
-class YarnDriver(ContainerDriver):
+class YarnContainers(Containers):
     name = "yarn"
     prelaunched = True
     replaces_lost = True
@@ -50,7 +49,7 @@ class YarnDriver(ContainerDriver):
                 self.containers[c.id] = c
         return found
 
-    # -- ContainerDriver ------------------------------------------------------------
+    # -- Containers -----------------------------------------------------------------
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
         with self.lock:
@@ -65,7 +64,7 @@ class YarnDriver(ContainerDriver):
         ended = []
         for c in self._refresh():
             state = str(c.state)
-            if state in FINISHED and c.id not in self.reported:
+            if state in CONTAINER_ENDED and c.id not in self.reported:
                 self.reported.add(c.id)
                 code = None
                 if c.yarn_node_http_address and c.yarn_container_id:
@@ -134,34 +133,5 @@ class YarnDriver(ContainerDriver):
         # Through skein's web UI (the YARN tracking URL): .../proxy/<app>/pages/subm/
         self.app.ui.add_page("subm", url, link_name="Submarine job status")
 
-    def finish(self, state: str, diagnostics: str) -> None:
-        self.app.shutdown(state if state in FINISHED else "FAILED", diagnostics[:60000])
-
-
-def main_yarn(job_file: str) -> int:
-    """skein's master script: run the job's AM in this container."""
-    import skein
-
-    from ...runtime.am import ApplicationMaster
-    from ...runtime.am_main import run_am
-
-    with open(job_file) as f:
-        meta = json.load(f)
-    spec = JobSpec.from_dict(meta["spec"], check_files=False)
-    plan = make_plan(spec)
-    app = skein.ApplicationClient.from_current()
-    app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
-    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None)
-    driver = YarnDriver(app, plan, rm=rm)
-    log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
-    am = ApplicationMaster(plan, app_id, driver, submitted_at=meta.get("submitted_at"),
-                           token=os.environ.get("SUBM_TOKEN"),
-                           report_path=os.path.join(log_dir, "subm-report.json"))
-    host = os.environ.get("NM_HOST") or socket.getfqdn()
-    try:
-        report = run_am(am, "0.0.0.0", host)
-    except Exception as exc:
-        log.exception("the ApplicationMaster failed")
-        app.shutdown("FAILED", f"the submarine ApplicationMaster failed: {exc}")
-        return 1
-    return 0 if report["state"] == "SUCCEEDED" else 1
+    def finish(self, state: JobState, diagnostics: str) -> None:
+        self.app.shutdown((state if state.is_terminal() else JobState.FAILED).value, diagnostics[:60000])

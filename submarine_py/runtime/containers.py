@@ -1,7 +1,8 @@
 """The interface between the ApplicationMaster and whatever runs containers.
 
-The AM's logic knows nothing of YARN or local processes: a backend gives it a
-:class:`ContainerDriver` that starts executors and says when one has ended.
+The AM's logic knows nothing of YARN or local processes: a backend gives it its
+:class:`Containers` (``LocalContainers``, ``YarnContainers``), which start
+executors and say when one has ended.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..plan import TaskPlan
+from ..states import JobState
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class Ended:
     role: Optional[str] = None
 
 
-class ContainerDriver:
+class Containers:
     """Starts executors for tasks and reports the ones that ended."""
 
     #: Name shown in logs and reports ("local", "yarn").
@@ -64,7 +66,7 @@ class ContainerDriver:
     def set_status_url(self, url: str) -> None:
         """Make the AM's status page reachable (YARN: the tracking URL)."""
 
-    def finish(self, state: str, diagnostics: str) -> None:
+    def finish(self, state: JobState, diagnostics: str) -> None:
         """Record the job's final state with the cluster manager."""
 
     def close(self) -> None:

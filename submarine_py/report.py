@@ -1,0 +1,183 @@
+"""A job's report: what the ApplicationMaster knows of a job, typed.
+
+The AM builds a :class:`JobReport` (``ApplicationMaster.report()``), serves it as
+JSON (``/v1/status``) and writes it at the end (``report.json`` locally,
+``subm-report.json`` in the AM container's log directory on YARN). Every
+backend's ``status()``/``kill()``/``list()`` returns one; ``output`` renders it
+for people and CI, and the AM's status page shows it.
+
+``to_dict()`` is the on-disk and wire form; ``from_dict()`` reads it back
+(also files written before this module existed, whose keys it shares).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .states import JobState, Phase, TaskState
+
+__all__ = ["Event", "JobReport", "TaskReport", "Timings", "replace"]
+
+
+@dataclass(frozen=True)
+class Timings:
+    #: Seconds from submission until every task had registered (the gang), first attempt.
+    gang_ready_seconds: Optional[float] = None
+    #: Seconds from submission until the job ended (or until now, while it runs).
+    total_seconds: Optional[float] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Optional[Mapping[str, Any]]) -> "Timings":
+        data = data or {}
+        return cls(gang_ready_seconds=data.get("gang_ready_seconds"), total_seconds=data.get("total_seconds"))
+
+
+@dataclass(frozen=True)
+class Event:
+    """A decision of the AM (gang ready, task failed, restarting...), as shown to CI."""
+
+    time: float
+    message: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"time": self.time, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Event":
+        return cls(time=float(data["time"]), message=str(data["message"]))
+
+
+#: The task fields ``--output json`` promises, in order (README, "Command line").
+PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked")
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    role: str
+    index: int
+    state: TaskState = TaskState.PENDING
+    exit_code: Optional[int] = None
+    restarts: int = 0
+    attempt: int = 0
+    host: Optional[str] = None
+    address: Optional[str] = None
+    tracked: bool = True
+    #: Where its stdout/stderr are: a path (local) or a NodeManager URL (YARN).
+    log: str = ""
+    executor: Optional[str] = None
+    command: str = ""
+    #: YARN only: the task's container and its NodeManager's HTTP address (None elsewhere).
+    container_id: Optional[str] = None
+    node_http: Optional[str] = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.role}:{self.index}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["state"] = self.state.value
+        for key in ("container_id", "node_http"):
+            if d[key] is None:
+                del d[key]
+        return d
+
+    def public(self) -> Dict[str, Any]:
+        d = self.to_dict()
+        return {k: d[k] for k in PUBLIC_TASK_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        kw["state"] = TaskState(kw.get("state") or TaskState.PENDING)
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    app_id: str
+    name: Optional[str] = None
+    state: JobState = JobState.ACCEPTED
+    backend: str = ""
+    framework: Optional[str] = None
+    #: The AM's phase; None where no AM has answered (yet).
+    phase: Optional[Phase] = None
+    #: 1 + the restarts so far; None where the backend cannot know (YARN's list).
+    attempts: Optional[int] = 1
+    diagnostics: str = ""
+    running: int = 0
+    total: int = 0
+    tasks: Tuple[TaskReport, ...] = ()
+    #: role -> ["host:port", ...] once the gang has registered.
+    cluster_spec: Optional[Dict[str, List[str]]] = None
+    timings: Timings = field(default_factory=Timings)
+    status_url: str = ""
+    events: Tuple[Event, ...] = ()
+    #: True when nothing about the job will change any more.
+    final: bool = False
+    #: YARN only: the application's own state and its tracking URL.
+    yarn_state: Optional[str] = None
+    tracking_url: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {
+            "app_id": self.app_id,
+            "name": self.name,
+            "framework": self.framework,
+            "backend": self.backend,
+            "state": self.state.value,
+            "phase": self.phase.value if self.phase else None,
+            "attempts": self.attempts,
+            "diagnostics": self.diagnostics,
+            "running": self.running,
+            "total": self.total,
+            "tasks": [t.to_dict() for t in self.tasks],
+            "cluster_spec": self.cluster_spec,
+            "timings": self.timings.to_dict(),
+            "status_url": self.status_url,
+            "events": [e.to_dict() for e in self.events],
+            "final": self.final,
+        }
+        if self.yarn_state is not None or self.tracking_url is not None:
+            d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
+        return d
+
+    def public(self) -> Dict[str, Any]:
+        """The report as ``--output json`` promises it (README, "Command line")."""
+        out: Dict[str, Any] = {
+            "app_id": self.app_id, "name": self.name, "state": self.state.value, "attempts": self.attempts,
+            "diagnostics": self.diagnostics, "tasks": [t.public() for t in self.tasks],
+            "timings": self.timings.to_dict(), "backend": self.backend,
+        }
+        if self.framework is not None:
+            out["framework"] = self.framework
+        if self.status_url:
+            out["status_url"] = self.status_url
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobReport":
+        return cls(
+            app_id=str(data["app_id"]),
+            name=data.get("name"),
+            state=JobState(data.get("state") or JobState.ACCEPTED),
+            backend=data.get("backend") or "",
+            framework=data.get("framework"),
+            phase=Phase(data["phase"]) if data.get("phase") else None,
+            attempts=data.get("attempts", 1),
+            diagnostics=data.get("diagnostics") or "",
+            running=data.get("running") or 0,
+            total=data.get("total") or 0,
+            tasks=tuple(TaskReport.from_dict(t) for t in data.get("tasks") or ()),
+            cluster_spec=data.get("cluster_spec"),
+            timings=Timings.from_dict(data.get("timings")),
+            status_url=data.get("status_url") or "",
+            events=tuple(Event.from_dict(e) for e in data.get("events") or ()),
+            final=bool(data.get("final", False)),
+            yarn_state=data.get("yarn_state"),
+            tracking_url=data.get("tracking_url"),
+        )

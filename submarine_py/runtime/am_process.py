@@ -1,0 +1,55 @@
+"""What every ApplicationMaster process does, whichever backend started it.
+
+The entry points are the backends' own (``python -m submarine_py.backends.local.am_main``,
+``python -m submarine_py.backends.yarn.am_main``): each builds its :class:`Containers`
+and hands the AM to :func:`run_am`. Nothing here imports a backend.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from typing import Any, Callable, Dict, Optional
+
+from ..jobfile.model import JobSpec
+from ..plan import Plan, make_plan
+from ..report import JobReport
+from .am import ApplicationMaster
+from .server import serve
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+
+
+def load_job_file(path: str) -> Dict[str, Any]:
+    """The job file a backend hands its AM (``job.json``): the spec and submission facts."""
+    with open(path) as f:
+        return json.load(f)
+
+
+def plan_of(meta: Dict[str, Any], check_files: bool = True) -> Plan:
+    """The plan of a job file's validated spec (its file sources are already absolute)."""
+    return make_plan(JobSpec.from_dict(meta["spec"], check_files=check_files))
+
+
+def run_am(am: ApplicationMaster, bind_host: str, advertise_host: str,
+           on_ready: Optional[Callable[[], None]] = None) -> JobReport:
+    """Serve the AM's endpoint, hand signals to it, and run the job to its end."""
+    server, port = serve(am, host=bind_host)
+    am.url = f"http://{advertise_host}:{port}"
+    am.containers.set_status_url(am.url)
+    if on_ready:
+        on_ready()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        am.kill_requested = f"received {signal.Signals(signum).name}"
+
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    try:
+        return am.run()
+    finally:
+        server.shutdown()

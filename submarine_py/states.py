@@ -1,0 +1,64 @@
+"""The states of a job and of its tasks, and the restart policies: defined once.
+
+Each is a ``str`` enum, so a state compares equal to its name and is written to
+JSON (``--output json``, ``report.json``) as the same plain string as before.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Named(str, Enum):
+    """A ``str`` enum whose ``str()`` and f-string form is the bare value ("RUNNING", "gang")."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class JobState(_Named):
+    """A job as subm reports it (YARN's application states, mapped in the YARN backend)."""
+
+    ACCEPTED = "ACCEPTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+    def is_terminal(self) -> bool:
+        """True once the job has ended (succeeded, failed or was killed)."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED})
+
+
+class TaskState(_Named):
+    """One task (role:index) as the ApplicationMaster sees it."""
+
+    PENDING = "PENDING"        # waiting for an executor to register for it
+    REGISTERED = "REGISTERED"  # its executor is up; the gang is not complete yet
+    RUNNING = "RUNNING"        # its command runs
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"        # stopped because the job ended
+    KILLED = "KILLED"          # stopped because the job was killed
+
+
+class Phase(_Named):
+    """Where the ApplicationMaster is in a job's life."""
+
+    STARTING = "STARTING"    # the gang is being started (or restarted)
+    RUNNING = "RUNNING"      # the whole gang registered; commands run
+    FINISHING = "FINISHING"  # the verdict is in; executors are being stopped
+    DONE = "DONE"            # every executor is gone; the report is final
+
+
+class RestartPolicy(_Named):
+    """What a failed task does to the job (``restart.policy`` in the job file)."""
+
+    GANG = "gang"    # restart every task, as a new attempt of the gang
+    TASK = "task"    # restart the failed task alone
+    NEVER = "never"  # the first failure fails the job
