@@ -54,6 +54,33 @@ def subm(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Pa
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def cli(*args: str, env: Optional[Mapping[str, str]] = None,
+        cwd: Union[str, Path, None] = None) -> Tuple[int, str, str]:
+    """Run ``subm ARGS...`` in this process with click's ``CliRunner`` (for unit tests: no
+    interpreter start per case); returns (exit code, stdout, stderr) like :func:`subm`.
+
+    An exception the CLI did not turn into ``Error: ...`` propagates and fails the test,
+    where a real process would have printed a traceback.
+    """
+    from click.testing import CliRunner
+
+    from submarine_py.cli import main
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        runner = CliRunner()  # click >= 8.2 keeps stderr apart itself
+    old = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = runner.invoke(main, list(args), env=dict(env or {}), catch_exceptions=False,
+                               prog_name="subm")
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.stdout, result.stderr
+
+
 def start_subm(*args: str, env: Optional[Mapping[str, str]] = None,
                cwd: Union[str, Path, None] = None) -> subprocess.Popen:
     """Start ``subm ARGS...`` in the background (for signal tests)."""

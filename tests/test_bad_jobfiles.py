@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import JOBFILES, job_dirs, subm
+from conftest import JOBFILES, cli, job_dirs, subm
 
 BAD = sorted((JOBFILES / "bad").glob("*.yaml"))
 
@@ -31,7 +31,7 @@ def test_the_corpus_is_large_and_every_file_says_what_it_expects():
 @pytest.mark.unit
 @pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
 def test_validate_refuses_bad_spec(path):
-    rc, out, err = subm("validate", str(path))
+    rc, out, err = cli("validate", str(path))
     assert rc == 2, f"exit code {rc}\nstdout:\n{out}\nstderr:\n{err}"
     assert err.startswith("Error:"), err
     assert "Traceback" not in err + out
@@ -42,7 +42,7 @@ def test_validate_refuses_bad_spec(path):
 
 @pytest.mark.unit
 def test_every_problem_is_reported_at_once():
-    rc, _, err = subm("validate", str(JOBFILES / "bad" / "multiple-errors.yaml"))
+    rc, _, err = cli("validate", str(JOBFILES / "bad" / "multiple-errors.yaml"))
     assert rc == 2
     problem_lines = [line for line in err.splitlines() if line.startswith("  ")]
     assert len(problem_lines) == 4
@@ -50,13 +50,13 @@ def test_every_problem_is_reported_at_once():
 
 @pytest.mark.unit
 def test_a_missing_job_file_is_bad_input(tmp_path):
-    rc, _, err = subm("validate", str(tmp_path / "nope.yaml"))
+    rc, _, err = cli("validate", str(tmp_path / "nope.yaml"))
     assert rc == 2 and err.startswith("Error: ") and "cannot read" in err and "Traceback" not in err
 
 
 @pytest.mark.unit
 def test_a_bad_set_option_is_bad_input():
-    rc, _, err = subm("validate", str(JOBFILES / "bad" / "undefined-template-variable.yaml"), "--set", "epochs")
+    rc, _, err = cli("validate", str(JOBFILES / "bad" / "undefined-template-variable.yaml"), "--set", "epochs")
     assert rc == 2 and err.startswith("Error: --set: expected key=value")
 
 

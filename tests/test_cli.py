@@ -1,9 +1,9 @@
-"""`subm validate`, `subm init` and the CLI's conventions (exit codes, Error: lines)."""
+"""`subm validate`, `subm init` and the CLI's conventions (exit codes, Error: lines), in-process."""
 import json
 
 import pytest
 
-from conftest import job_dirs, subm, write_job
+from conftest import cli, job_dirs, write_job
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ def ddp_job(tmp_path):
 
 
 def test_validate_prints_the_plan_with_placeholder_addresses(ddp_job):
-    rc, out, err = subm("validate", str(ddp_job))
+    rc, out, err = cli("validate", str(ddp_job))
     assert rc == 0, err
     assert "OK: the job is valid." in err
     assert "Job ddp: framework pytorch" in out and "restart gang (max_restarts 2)" in out
@@ -40,7 +40,7 @@ def test_validate_prints_the_plan_with_placeholder_addresses(ddp_job):
 
 
 def test_validate_json_and_set(ddp_job):
-    rc, out, err = subm("validate", str(ddp_job), "--set", "epochs=9", "--output", "json")
+    rc, out, err = cli("validate", str(ddp_job), "--set", "epochs=9", "--output", "json")
     assert rc == 0, err
     plan = json.loads(out)
     assert plan["job"]["name"] == "ddp"
@@ -60,7 +60,7 @@ def test_validate_tensorflow_shows_tf_config(tmp_path):
           ps: {command: python t.py}
           tensorboard: {command: tensorboard --logdir .}
     """)
-    rc, out, _ = subm("validate", str(job), "-o", "json")
+    rc, out, _ = cli("validate", str(job), "-o", "json")
     tasks = {t["id"]: t for t in json.loads(out)["tasks"]}
     assert json.loads(tasks["ps:0"]["env"]["TF_CONFIG"])["task"] == {"type": "ps", "index": 0}
     assert "TF_CONFIG" not in tasks["tensorboard:0"]["env"]
@@ -69,39 +69,39 @@ def test_validate_tensorflow_shows_tf_config(tmp_path):
 
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "custom"])
 def test_init_writes_a_job_file_that_validates(tmp_path, framework):
-    rc, _, err = subm("init", "--framework", framework, "--name", f"my-{framework}", cwd=tmp_path)
+    rc, _, err = cli("init", "--framework", framework, "--name", f"my-{framework}", cwd=tmp_path)
     assert rc == 0, err
     text = (tmp_path / "job.yaml").read_text()
     assert text.startswith("#") and f"name: my-{framework}" in text
-    rc, out, err = subm("validate", "job.yaml", cwd=tmp_path)
+    rc, out, err = cli("validate", "job.yaml", cwd=tmp_path)
     assert rc == 0, err
     assert f"framework {framework}" in out
 
 
 def test_init_does_not_overwrite(tmp_path):
     (tmp_path / "job.yaml").write_text("mine\n")
-    rc, _, err = subm("init", cwd=tmp_path)
+    rc, _, err = cli("init", cwd=tmp_path)
     assert rc == 2 and err.startswith("Error: --path: job.yaml exists")
     assert (tmp_path / "job.yaml").read_text() == "mine\n"
-    rc, _, _ = subm("init", "--force", cwd=tmp_path)
+    rc, _, _ = cli("init", "--force", cwd=tmp_path)
     assert rc == 0 and (tmp_path / "job.yaml").read_text() != "mine\n"
 
 
 def test_run_dry_run_submits_nothing(ddp_job, subm_home):
-    rc, out, err = subm("run", str(ddp_job), "--backend", "local", "--dry-run")
+    rc, out, err = cli("run", str(ddp_job), "--backend", "local", "--dry-run")
     assert rc == 0, err
     assert "worker:1: process" in out
     assert job_dirs(subm_home) == []
 
 
 def test_version_and_help():
-    rc, out, _ = subm("--version")
+    rc, out, _ = cli("--version")
     assert rc == 0 and out.startswith("subm, version ")
-    rc, out, _ = subm("--help")
+    rc, out, _ = cli("--help")
     for command in ("init", "validate", "run", "status", "list", "kill", "logs"):
         assert command in out
 
 
 def test_usage_errors_exit_2(ddp_job):
-    rc, _, err = subm("run", str(ddp_job), "--backend", "mesos")
+    rc, _, err = cli("run", str(ddp_job), "--backend", "mesos")
     assert rc == 2 and "Error:" in err and "Traceback" not in err
