@@ -60,7 +60,8 @@ class Containers:
         return ""
 
     def details(self, executor: Optional[str]) -> Dict[str, str]:
-        """Extra facts about an executor for reports (YARN: container id, node). Must be cheap."""
+        """Extra facts about an executor for its task's report: fields of :class:`TaskReport`
+        (YARN: ``container_id``, ``node_http``). Must be cheap."""
         return {}
 
     def set_status_url(self, url: str) -> None:
