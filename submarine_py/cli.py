@@ -173,6 +173,20 @@ def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
 
 
 @main.command()
+@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
+              help="Default: yarn where HADOOP_CONF_DIR is set, else local.")
+@OUTPUT
+def cluster(backend: Optional[str], output: str) -> None:
+    """Show what the cluster offers: YARN's nodes (memory, vcores, GPUs: total, used, free) and
+    queues; locally, this machine's GPUs (NVML), CPUs and memory."""
+    from .backends import choose_backend, get_backend
+    from .cluster import format_cluster
+
+    info = get_backend(choose_backend(backend)).cluster()
+    click.echo(to_json(info) if output == "json" else format_cluster(info))
+
+
+@main.command()
 @click.argument("app_id")
 @OUTPUT
 def kill(app_id: str, output: str) -> None:

@@ -63,6 +63,10 @@ class Backend:
              follow: bool = False) -> None:
         raise NotImplementedError
 
+    def cluster(self) -> Dict[str, Any]:
+        """What the target offers and uses now (``subm cluster``; shapes in ``cluster.py``)."""
+        raise NotImplementedError
+
     def wait_final(self, app_id: str, seconds: float) -> JobReport:
         """The job's status once final, or the last one seen after ``seconds``."""
         deadline = time.monotonic() + seconds

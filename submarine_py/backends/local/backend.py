@@ -221,6 +221,11 @@ class LocalBackend(Backend):
                 out.append(report)
         return out
 
+    def cluster(self) -> Dict[str, Any]:
+        from ...cluster import local_machine
+
+        return local_machine()
+
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         job_dir = self.job_dir(app_id)

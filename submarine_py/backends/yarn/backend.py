@@ -202,6 +202,11 @@ class YarnBackend(Backend):
                           attempts=None, yarn_state=a.get("state"), tracking_url=a.get("trackingUrl"))
                 for a in sorted(apps, key=lambda a: a.get("startedTime", 0))]
 
+    def cluster(self) -> Dict[str, Any]:
+        from ...cluster import yarn_cluster
+
+        return yarn_cluster(self.rm.url, self.rm.nodes(), self.rm.scheduler(), self.rm.resource_types())
+
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         offsets: Dict[str, int] = {}

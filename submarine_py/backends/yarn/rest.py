@@ -103,8 +103,12 @@ class ResourceManager:
         infos = (total.get("resourceInformations") or {}).get("resourceInformation") or []
         return [i.get("name") for i in infos if i.get("name")] or ["memory-mb", "vcores"]
 
+    def scheduler(self) -> Dict[str, Any]:
+        """The scheduler's queues, as ``/ws/v1/cluster/scheduler`` gives them."""
+        return self._get("/ws/v1/cluster/scheduler") or {}
+
     def queues(self) -> List[str]:
-        info = ((self._get("/ws/v1/cluster/scheduler") or {}).get("scheduler") or {}).get("schedulerInfo") or {}
+        info = ((self.scheduler() or {}).get("scheduler") or {}).get("schedulerInfo") or {}
         out: List[str] = []
 
         def walk(q: Dict[str, Any]) -> None:
