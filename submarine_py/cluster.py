@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from .units import format_memory
 
 GPU = "yarn.io/gpu"
 
