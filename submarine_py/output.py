@@ -51,17 +51,34 @@ def format_report(report: JobReport) -> str:
         head += f" (gang ready after {t.gang_ready_seconds:.1f} s)"
     lines = [head]
     if report.tasks:
-        rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST", "LOG"]]
+        with_gpu = any(task.gpu for task in report.tasks)
+        rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST"] + (["GPU MEAN/PEAK", "GPU MEM PEAK"] if with_gpu else [])
+                + ["LOG"]]
         for task in report.tasks:
             code = task.exit_code
             rows.append([task.id + ("" if task.tracked else "*"), str(task.state),
-                         "" if code is None else str(code), str(task.restarts), task.host or "", task.log or ""])
+                         "" if code is None else str(code), str(task.restarts), task.host or ""]
+                        + (gpu_cells(task.gpu) if with_gpu else []) + [task.log or ""])
         lines += _table(rows)
         if any(not task.tracked for task in report.tasks):
             lines.append("  * untracked: stopped when every tracked task has succeeded")
+        for task in report.tasks:
+            if task.gpu and task.gpu.idle:
+                lines.append(f"  ! {task.id} held {len(task.gpu.devices)} GPU(s) "
+                             f"at 0 % utilization for {task.gpu.idle_seconds:.0f} s")
     if report.diagnostics:
         lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)
+
+
+def gpu_cells(g: Any) -> List[str]:
+    """A task's GPU summary (a ``GpuSummary`` or its dict, as history keeps it) as two table
+    cells: ``23%/87%`` (``IDLE`` appended) and peak memory."""
+    if not g:
+        return ["-", "-"]
+    g = g if isinstance(g, dict) else g.to_dict()
+    use = f"{g['mean_utilization']:.0f}%/{g['peak_utilization']}%" + (" IDLE" if g.get("idle") else "")
+    return [use, format_memory(g["peak_memory_mb"]) if g["peak_memory_mb"] else "0 MiB"]
 
 
 def format_events(events: Sequence[Event], start: float) -> List[str]:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .states import JobState, Phase, TaskState
 
-__all__ = ["Event", "JobReport", "TaskReport", "Timings", "replace"]
+__all__ = ["Event", "GpuSummary", "JobReport", "TaskReport", "Timings", "replace"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,43 @@ class Event:
         return cls(time=float(data["time"]), message=str(data["message"]))
 
 
+@dataclass(frozen=True)
+class GpuSummary:
+    """A task's GPU use from its executor's NVML samples (see ``runtime/gpu_usage.py``)."""
+
+    #: The GPUs the task sees: NVML indices or UUIDs, as CUDA_VISIBLE_DEVICES names them.
+    devices: Tuple[str, ...] = ()
+    samples: int = 0
+    #: Mean over the samples of the devices' average utilization (%).
+    mean_utilization: float = 0.0
+    #: Highest utilization of any of its devices (%).
+    peak_utilization: int = 0
+    #: Highest memory used by its devices together, and their total (MiB).
+    peak_memory_mb: int = 0
+    memory_total_mb: int = 0
+    #: Longest stretch (s) with every device at 0 %, and the current one.
+    idle_seconds: float = 0.0
+    idle_now_seconds: float = 0.0
+    #: The longest idle stretch reached the AM's threshold (SUBM_GPU_IDLE_SECONDS).
+    idle: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["devices"] = list(self.devices)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Optional[Mapping[str, Any]]) -> Optional["GpuSummary"]:
+        if not data:
+            return None
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known and v is not None}
+        kw["devices"] = tuple(str(d) for d in kw.get("devices") or ())
+        return cls(**kw)
+
+
 #: The task fields ``--output json`` promises, in order (README, "Command line").
-PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked")
+PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked", "gpu")
 
 
 @dataclass(frozen=True)
@@ -72,6 +107,8 @@ class TaskReport:
     #: YARN only: the task's container and its NodeManager's HTTP address (None elsewhere).
     container_id: Optional[str] = None
     node_http: Optional[str] = None
+    #: GPU use, for tasks with GPUs whose executor could sample them (None otherwise).
+    gpu: Optional[GpuSummary] = None
 
     @property
     def id(self) -> str:
@@ -80,6 +117,7 @@ class TaskReport:
     def to_dict(self) -> Dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["state"] = self.state.value
+        d["gpu"] = self.gpu.to_dict() if self.gpu else None
         for key in ("container_id", "node_http"):
             if d[key] is None:
                 del d[key]
@@ -94,6 +132,7 @@ class TaskReport:
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in data.items() if k in known}
         kw["state"] = TaskState(kw.get("state") or TaskState.PENDING)
+        kw["gpu"] = GpuSummary.from_dict(kw.get("gpu"))
         return cls(**kw)
 
 
@@ -122,6 +161,15 @@ class JobReport:
     #: YARN only: the application's own state and its tracking URL.
     yarn_state: Optional[str] = None
     tracking_url: Optional[str] = None
+    #: Who ran it and where (the queue: YARN only).
+    user: Optional[str] = None
+    queue: Optional[str] = None
+    #: Epoch seconds: submission, the AM's start, the job's end.
+    submitted_at: Optional[float] = None
+    started_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    #: The job spec as submitted: in the final report file, for history; None elsewhere.
+    spec: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -141,7 +189,14 @@ class JobReport:
             "status_url": self.status_url,
             "events": [e.to_dict() for e in self.events],
             "final": self.final,
+            "user": self.user,
+            "queue": self.queue,
+            "submitted_at": self.submitted_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
         }
+        if self.spec is not None:
+            d["spec"] = self.spec
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         return d
@@ -180,4 +235,10 @@ class JobReport:
             final=bool(data.get("final", False)),
             yarn_state=data.get("yarn_state"),
             tracking_url=data.get("tracking_url"),
+            user=data.get("user"),
+            queue=data.get("queue"),
+            submitted_at=data.get("submitted_at"),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            spec=data.get("spec"),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from typing import Any, Callable, List, Optional, Protocol, TextIO
+from typing import Any, Callable, Dict, List, Optional, Protocol, TextIO
 
 from ..errors import JobNotFoundError, SpecError
 from ..plan import Plan

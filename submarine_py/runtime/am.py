@@ -12,6 +12,7 @@ are started from one long-lived thread).
 """
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 import os
@@ -22,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import Plan, TaskPlan
-from ..report import Event, JobReport, TaskReport, Timings
+from ..report import Event, JobReport, TaskReport, Timings, replace
 from ..states import JobState, Phase, RestartPolicy, TaskState
 from ..units import split_address
 from .containers import Containers
+from .gpu_usage import GpuUsage, add_samples, idle_seconds_setting, sample_seconds_setting
 
 log = logging.getLogger("subm.am")
 
@@ -46,6 +48,8 @@ class Task:
     executor: Optional[str] = None
     address: Optional[str] = None
     log: str = ""
+    gpu: GpuUsage = field(default_factory=GpuUsage)
+    gpu_idle_flagged: bool = False
 
     @property
     def key(self) -> Tuple[str, int]:
@@ -102,6 +106,12 @@ class ApplicationMaster:
         self.events: List[Event] = []
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
         self.kill_requested: Optional[str] = None
+        self.gpu_idle_seconds = idle_seconds_setting()
+        self.gpu_sample_seconds = sample_seconds_setting()
+        try:
+            self.user: Optional[str] = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        except (KeyError, OSError):  # a uid without a passwd entry (some containers)
+            self.user = None
 
     # ------------------------------------------------------------------ utils
     def _decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
@@ -183,6 +193,19 @@ class ApplicationMaster:
                 return  # an older attempt, stopped on purpose
             self._task_ended(ts, code, stopped=bool(body.get("stopped")))
 
+    def on_gpu(self, body: Dict[str, Any]) -> None:
+        """GPU samples of an executor's task (utilization %, memory used)."""
+        with self.lock:
+            ex = self.executors.get(str(body["executor"]))
+            if ex is None or ex.task is None:
+                return
+            ts = self.tasks[ex.task]
+            add_samples(ts.gpu, body.get("samples"))
+            if not ts.gpu_idle_flagged and ts.gpu.idle_now_seconds >= self.gpu_idle_seconds:
+                ts.gpu_idle_flagged = True
+                self._decide("%s holds %d GPU(s) at 0 %% utilization for %.0f s", ts.plan.id,
+                             len(ts.gpu.devices), ts.gpu.idle_now_seconds, level=logging.WARNING)
+
     def on_goodbye(self, body: Dict[str, Any]) -> None:
         """An executor leaves for good (after an ``exit`` instruction)."""
         with self.lock:
@@ -232,7 +255,8 @@ class ApplicationMaster:
                       f"command: {ts.plan.command}")
             ts.state = TaskState.RUNNING
             self._send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
-                       hold_port=hold, header=header)
+                       hold_port=hold, header=header, gpus=ts.plan.resources.gpus,
+                       gpu_sample_seconds=self.gpu_sample_seconds)
 
     def _task_ended(self, ts: Task, code: int, stopped: bool = False, why: str = "") -> None:
         ts.exit_code = code
@@ -373,8 +397,8 @@ class ApplicationMaster:
             self.changed.notify_all()
         if self.report_path:
             tmp = self.report_path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(report.to_dict(), f, indent=2)
+            with open(tmp, "w") as f:  # with the spec, so that history keeps the job as submitted
+                json.dump(replace(report, spec=self.plan.job.to_dict()).to_dict(), f, indent=2)
             os.replace(tmp, self.report_path)
         self.containers.finish(self.state, self.diagnostics)
         log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
@@ -450,13 +474,18 @@ class ApplicationMaster:
                 role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
                 restarts=ts.restarts, attempt=ts.attempt, host=ts.host, address=ts.address,
                 tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
-                **self.containers.details(ts.executor),
+                gpu=ts.gpu.summary(self.gpu_idle_seconds), **self.containers.details(ts.executor),
             ) for ts in self.tasks.values())
             return JobReport(
                 app_id=self.job_id,
                 name=self.plan.job.name,
                 framework=self.plan.job.framework,
                 backend=self.containers.name,
+                user=self.user,
+                queue=self.plan.job.queue if self.containers.name == "yarn" else None,
+                submitted_at=round(self.submitted_at, 3),
+                started_at=round(self.started_at, 3),
+                finished_at=round(self.finished_at, 3) if self.finished_at else None,
                 state=self.state if self._finishing else JobState.RUNNING,
                 phase=self.phase,
                 attempts=1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0)),

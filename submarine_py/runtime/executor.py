@@ -118,6 +118,94 @@ class AMClient:
             delay = min(delay * 2, 2.0)
 
 
+def visible_gpu_ids(env, count):
+    """The NVML devices a task sees: CUDA_VISIBLE_DEVICES's entries (indices or UUIDs) in
+    order, or every device where it is unset. Entries that are neither are left out."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return [str(i) for i in range(count)]
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if item.isdigit() and int(item) < count:
+            out.append(item)
+        elif item.startswith(("GPU-", "MIG-")):
+            out.append(item)
+        elif item:  # CUDA ignores the rest of the list after an invalid entry
+            break
+    return out
+
+
+class GpuSampler:
+    """Utilization and memory of the task's GPUs through NVML, loaded with ctypes.
+
+    NVML is NVIDIA's driver library (libnvidia-ml.so.1), present wherever a GPU
+    is usable; user images need no pynvml. Anything missing (no library, no
+    device, a call failing) turns sampling off, silently: it must never disturb
+    the task.
+    """
+
+    def __init__(self, env, library="libnvidia-ml.so.1"):
+        self.handles = []
+        self.lib = None
+        try:
+            import ctypes  # some minimal Pythons lack _ctypes: then no sampling
+
+            class Utilization(ctypes.Structure):  # nvmlUtilization_t
+                _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+            class Memory(ctypes.Structure):  # nvmlMemory_t
+                _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                            ("used", ctypes.c_ulonglong)]
+
+            self.ctypes, self.structs = ctypes, (Utilization, Memory)
+            lib = ctypes.CDLL(library)
+            if lib.nvmlInit_v2() != 0:
+                return
+            self.lib = lib
+            count = ctypes.c_uint(0)
+            if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return self.close()
+            for dev in visible_gpu_ids(env, count.value):
+                handle = ctypes.c_void_p()
+                if dev.isdigit():
+                    rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(int(dev)), ctypes.byref(handle))
+                else:
+                    rc = lib.nvmlDeviceGetHandleByUUID(dev.encode(), ctypes.byref(handle))
+                if rc == 0:
+                    self.handles.append((dev, handle))
+        except (ImportError, OSError, AttributeError):
+            self.lib = None
+        if not self.handles:
+            self.close()
+
+    @property
+    def active(self):
+        return self.lib is not None and bool(self.handles)
+
+    def sample(self):
+        """``[{"id", "utilization" (%), "memory_used_mb", "memory_total_mb"}]``; None when off."""
+        if not self.active:
+            return None
+        out, byref = [], self.ctypes.byref
+        for dev, handle in self.handles:
+            util, mem = self.structs[0](), self.structs[1]()
+            if (self.lib.nvmlDeviceGetUtilizationRates(handle, byref(util)) != 0
+                    or self.lib.nvmlDeviceGetMemoryInfo(handle, byref(mem)) != 0):
+                continue
+            out.append({"id": dev, "utilization": int(util.gpu), "memory_used_mb": int(mem.used) >> 20,
+                        "memory_total_mb": int(mem.total) >> 20})
+        return out or None
+
+    def close(self):
+        if self.lib is not None:
+            try:
+                self.lib.nvmlShutdown()
+            except (OSError, AttributeError):
+                pass
+        self.lib = None
+
+
 class PortReservation:
     """A bound (not listening) socket that keeps other processes off a port.
 
@@ -200,6 +288,7 @@ class Executor:
         self.stopping = False
         self.seq = 0
         self.done = threading.Event()
+        self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
 
     # -- AM communication ----------------------------------------------------
     def register(self, attempt=None):
@@ -252,11 +341,35 @@ class Executor:
         _POPEN_CHILDREN.add(self.child.pid)
         self.child_attempt = instr["attempt"]
         self.stopping = False
+        if instr.get("gpus") and self.gpu is None:
+            self.gpu = GpuSampler(env)
+            if self.gpu.active:
+                every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
+                threading.Thread(target=self.sample_gpus, args=(every,), daemon=True).start()
         try:
             self.am.call("POST", "/v1/started", {"executor": self.executor_id, "attempt": instr["attempt"],
                                                  "pid": self.child.pid})
         except Exception as exc:
             _log("could not tell the AM the task started: %s" % exc)
+
+    def sample_gpus(self, every):
+        """Every few seconds while the command runs, send the AM its GPUs' use (a missed
+        send is retried with the next; at most a few minutes of samples are kept)."""
+        pending = []
+        while not self.done.wait(every):
+            child, attempt = self.child, self.child_attempt
+            devices = self.gpu.sample() if child is not None and child.poll() is None else None
+            if devices:
+                pending.append({"time": round(time.time(), 3), "attempt": attempt, "devices": devices})
+                del pending[:-60]
+            if not pending:
+                continue
+            try:
+                self.am.call("POST", "/v1/gpu", {"executor": self.executor_id, "samples": pending},
+                             timeout=5, retry_for=0)
+                pending = []
+            except Exception:  # the AM is busy or gone: the main loop handles a lost AM
+                pass
 
     def stop_child(self, grace):
         if self.child is None or self.child.poll() is not None:

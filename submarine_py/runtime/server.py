@@ -96,6 +96,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.master.on_started(body)
             elif path == "/v1/exit":
                 self.master.on_exit(body)
+            elif path == "/v1/gpu":
+                self.master.on_gpu(body)
             elif path == "/v1/goodbye":
                 self.master.on_goodbye(body)
             elif path == "/v1/kill":
