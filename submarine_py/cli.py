@@ -14,7 +14,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from . import __version__
-from .errors import SpecError, SubmarineError
+from .errors import JobNotFoundError, SpecError, SubmarineError
 from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
                      public_report, to_json)
 from .report import JobReport
@@ -116,7 +116,18 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             click.echo(f"Interrupted: killing {app_id}", err=True)
             report = be.kill(app_id)
     _print_report(report, output)
+    _remember(report)
     sys.exit(0 if report.state == JobState.SUCCEEDED else 1)
+
+
+def _remember(report: JobReport) -> None:
+    """Keep a job seen to end in the history; a history that cannot be written only warns."""
+    from .history import remember
+
+    try:
+        remember(report)
+    except SubmarineError as exc:
+        click.echo(f"Warning: {exc}", err=True)
 
 
 def _print_report(report: JobReport, output: str) -> None:
@@ -150,6 +161,7 @@ def status(app_id: str, output: str) -> None:
     """Show a job's state and tasks."""
     report = _backend_for(app_id).status(app_id)
     _print_report(report, output)
+    _remember(report)
 
 
 @main.command(name="list")
@@ -193,6 +205,49 @@ def kill(app_id: str, output: str) -> None:
     """Stop a job and every one of its tasks."""
     report = _backend_for(app_id).kill(app_id)
     _print_report(report, output)
+    _remember(report)
+
+
+@main.command()
+@click.argument("app_id", required=False)
+@click.option("--name", "-n", help="Only jobs of this name (a glob such as 'mnist-*' works).")
+@click.option("--state", "-s", type=click.Choice(["SUCCEEDED", "FAILED", "KILLED"], case_sensitive=False),
+              help="Only jobs that ended so.")
+@click.option("--since", help="Only jobs submitted since: 7d, 12h, 30m, or a date (2026-11-01; UTC).")
+@click.option("--no-collect", is_flag=True, help="Do not first collect jobs that ended unseen.")
+@OUTPUT
+def history(app_id: Optional[str], name: Optional[str], state: Optional[str], since: Optional[str],
+            no_collect: bool, output: str) -> None:
+    """List finished jobs (or show one) from the history, a Parquet dataset ($SUBM_HISTORY,
+    default $SUBM_HOME/history). First collects the jobs that ended unseen (detached ones): local
+    ones always, YARN ones where HADOOP_CONF_DIR (or SUBM_YARN_RM_URL) names a cluster."""
+    from .history import History, collect, parse_since
+    from .output import format_history, format_history_job, history_json
+
+    after = parse_since(since) if since else None
+    store = History()
+    if not no_collect:
+        from .backends import get_backend
+
+        names = ["local"] + (["yarn"] if os.environ.get("HADOOP_CONF_DIR") or os.environ.get("SUBM_YARN_RM_URL")
+                             else [])
+        _, problems = collect(store, ((n, get_backend(n)) for n in names))
+        for p in problems:
+            click.echo(f"Warning: could not collect finished jobs from {p}", err=True)
+    if app_id:
+        rows = store.rows(app_id=app_id)
+        if not rows:
+            raise JobNotFoundError(f"the history at {store.location} holds no job {app_id}")
+        click.echo(to_json(history_json(rows[0], with_spec=True)) if output == "json"
+                   else format_history_job(rows[0]))
+        return
+    rows = store.rows(name=name, state=state, since=after)
+    if output == "json":
+        click.echo(to_json([history_json(r) for r in rows]))
+    elif not rows:
+        click.echo(f"no finished jobs{' match' if name or state or since else ''} in {store.location}", err=True)
+    else:
+        click.echo(format_history(rows))
 
 
 @main.command()

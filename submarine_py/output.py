@@ -81,6 +81,65 @@ def gpu_cells(g: Any) -> List[str]:
     return [use, format_memory(g["peak_memory_mb"]) if g["peak_memory_mb"] else "0 MiB"]
 
 
+def history_json(row: Dict[str, Any], with_spec: bool = False) -> Dict[str, Any]:
+    """A history row for scripts: times as ISO 8601 UTC; the spec (one job only) as an object."""
+    out = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items() if k != "spec"}
+    if with_spec:
+        out["spec"] = json.loads(row["spec"]) if row.get("spec") else None
+    return out
+
+
+def _when(t: Any) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t is not None else "-"
+
+
+def _seconds(s: Any) -> str:
+    if s is None:
+        return "-"
+    s = float(s)
+    return f"{s:.1f}s" if s < 120 else f"{s / 60:.1f}m" if s < 7200 else f"{s / 3600:.1f}h"
+
+
+def format_history(rows: List[Dict[str, Any]]) -> str:
+    table = [["APP_ID", "NAME", "STATE", "ATTEMPTS", "SUBMITTED (UTC)", "DURATION", "GANG READY", "USER",
+              "BACKEND", "GPU MEAN/PEAK"]]
+    for r in rows:
+        gpus = [t["gpu"] for t in r.get("tasks") or [] if t.get("gpu")]
+        gpu = "-"
+        if gpus:
+            mean = sum(g["mean_utilization"] or 0 for g in gpus) / len(gpus)
+            gpu = f"{mean:.0f}%/{max(g['peak_utilization'] or 0 for g in gpus)}%" + (
+                " IDLE" if any(g.get("idle") for g in gpus) else "")
+        table.append([r["app_id"], str(r.get("name") or ""), str(r.get("state")), str(r.get("attempts") or "-"),
+                      _when(r.get("submitted_at")), _seconds(r.get("total_seconds")),
+                      _seconds(r.get("gang_ready_seconds")), str(r.get("user") or "-"), str(r.get("backend") or "-"),
+                      gpu])
+    return "\n".join(line[2:] for line in _table(table))
+
+
+def format_history_job(r: Dict[str, Any]) -> str:
+    lines = [f"Job {r.get('name') or ''} ({r['app_id']}) {r.get('state')} after {r.get('attempts') or 1} "
+             f"attempt(s)",
+             f"  backend {r.get('backend') or '-'}, framework {r.get('framework') or '-'}, user {r.get('user') or '-'}"
+             + (f", queue {r['queue']}" if r.get("queue") else ""),
+             f"  submitted {_when(r.get('submitted_at'))} UTC, started {_when(r.get('started_at'))}, "
+             f"ended {_when(r.get('finished_at'))}; took {_seconds(r.get('total_seconds'))}, "
+             f"gang ready after {_seconds(r.get('gang_ready_seconds'))}"]
+    tasks = r.get("tasks") or []
+    if tasks:
+        rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST", "GPU MEAN/PEAK", "GPU MEM PEAK"]]
+        for t in tasks:
+            code = t.get("exit_code")
+            rows.append([f"{t.get('role')}:{t.get('index')}", str(t.get("state")), "" if code is None else str(code),
+                         str(t.get("restarts") or 0), str(t.get("host") or "")] + gpu_cells(t.get("gpu")))
+        lines += _table(rows)
+    if r.get("diagnostics"):
+        lines.append(f"Diagnostics: {r['diagnostics']}")
+    if r.get("spec"):
+        lines.append("Spec: " + r["spec"])
+    return "\n".join(lines)
+
+
 def format_events(events: Sequence[Event], start: float) -> List[str]:
     """AM decisions as progress lines (``start``: the submission's wall-clock time)."""
     return [f"[{max(0.0, e.time - start):6.1f}s] AM: {e.message}" for e in events]

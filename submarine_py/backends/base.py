@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Protocol, TextIO
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO
 
 from ..errors import JobNotFoundError, SpecError
 from ..plan import Plan
@@ -62,6 +62,10 @@ class Backend:
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
         raise NotImplementedError
+
+    def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
+        """The final reports of finished jobs whose ids are not in ``known`` (for history)."""
+        return iter(())
 
     def cluster(self) -> Dict[str, Any]:
         """What the target offers and uses now (``subm cluster``; shapes in ``cluster.py``)."""

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, TextIO, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tuple
 
 import requests
 
@@ -176,7 +176,8 @@ class LocalBackend(Backend):
             if child is not None:
                 child.wait()
             with open(report_path) as f:
-                return replace(JobReport.from_dict(json.load(f)), final=True)
+                report = replace(JobReport.from_dict(json.load(f)), final=True)
+            return _with_submission(job_dir, report)
         info, pid = self._am_info(job_dir), self._am_pid(job_dir)
         if info.get("url"):
             try:
@@ -191,8 +192,9 @@ class LocalBackend(Backend):
                              backend=self.name, final=False)
         if os.path.exists(report_path):
             return self.status(app_id)
-        return JobReport(app_id=app_id, state=JobState.FAILED, backend=self.name, final=True, attempts=1,
-                         diagnostics=f"the ApplicationMaster died without a report; see {job_dir}/am.log")
+        return _with_submission(job_dir, JobReport(
+            app_id=app_id, state=JobState.FAILED, backend=self.name, final=True, attempts=1,
+            diagnostics=f"the ApplicationMaster died without a report; see {job_dir}/am.log"))
 
     def kill(self, app_id: str) -> JobReport:
         job_dir = self.job_dir(app_id)
@@ -220,6 +222,18 @@ class LocalBackend(Backend):
             if include_finished or not report.state.is_terminal():
                 out.append(report)
         return out
+
+    def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
+        for path in sorted(glob.glob(os.path.join(self.root, "local_*", "job.json"))):
+            app_id = os.path.basename(os.path.dirname(path))
+            if app_id in known:
+                continue
+            try:
+                report = self.status(app_id)
+            except (JobNotFoundError, OSError, ValueError):
+                continue
+            if report.get("final"):
+                yield report
 
     def cluster(self) -> Dict[str, Any]:
         from ...cluster import local_machine
@@ -259,6 +273,18 @@ class LocalBackend(Backend):
                     continue
                 return
             time.sleep(0.5)
+
+
+def _with_submission(job_dir: str, report: JobReport) -> JobReport:
+    """A final report completed from ``job.json`` (what an older or a dead AM left out)."""
+    try:
+        with open(os.path.join(job_dir, "job.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return report
+    missing = {k: meta[k] for k in ("name", "submitted_at", "spec")
+               if getattr(report, k) is None and meta.get(k) is not None}
+    return replace(report, **missing) if missing else report
 
 
 def _roles(job_dir: str) -> List[str]:

@@ -6,6 +6,7 @@ and logs use the RM and NM REST APIs.
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import secrets
@@ -14,7 +15,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, TextIO
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...plan import Plan
@@ -169,6 +170,13 @@ class YarnBackend(Backend):
         if done and not report.diagnostics and state != JobState.SUCCEEDED:
             default = "killed" if state == JobState.KILLED else ""
             report = replace(report, diagnostics=app.get("diagnostics") or default)
+        # The RM's word on who ran it where; its times where the AM gave none.
+        facts: Dict[str, Any] = {k: app[k] for k in ("user", "queue") if app.get(k)}
+        for key, rm_key in (("submitted_at", "startedTime"), ("started_at", "launchTime"),
+                            ("finished_at", "finishedTime")):
+            if getattr(report, key) is None and app.get(rm_key):
+                facts[key] = app[rm_key] / 1000.0
+        report = replace(report, **facts)
         return report
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
@@ -201,6 +209,14 @@ class YarnBackend(Backend):
         return [JobReport(app_id=a["id"], name=a.get("name"), state=_state_of(a), backend=self.name,
                           attempts=None, yarn_state=a.get("state"), tracking_url=a.get("trackingUrl"))
                 for a in sorted(apps, key=lambda a: a.get("startedTime", 0))]
+
+    def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
+        """Finished applications of subm that the RM still lists (its
+        ``yarn.resourcemanager.max-completed-applications``, 1000 by default)."""
+        apps = self.rm.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"])
+        for a in sorted(apps, key=lambda a: a.get("startedTime") or 0):
+            if a.get("id") and a["id"] not in known:
+                yield self.status(a["id"])
 
     def cluster(self) -> Dict[str, Any]:
         from ...cluster import yarn_cluster
