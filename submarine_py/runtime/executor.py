@@ -145,7 +145,8 @@ class GpuSampler:
     the task.
     """
 
-    def __init__(self, env, library="libnvidia-ml.so.1"):
+    def __init__(self, env, library="libnvidia-ml.so.1", lib=None):
+        """``lib``: an already loaded NVML (tests hand a fake here)."""
         self.handles = []
         self.lib = None
         try:
@@ -159,7 +160,7 @@ class GpuSampler:
                             ("used", ctypes.c_ulonglong)]
 
             self.ctypes, self.structs = ctypes, (Utilization, Memory)
-            lib = ctypes.CDLL(library)
+            lib = lib or ctypes.CDLL(library)
             if lib.nvmlInit_v2() != 0:
                 return
             self.lib = lib

@@ -211,9 +211,10 @@ class YarnBackend(Backend):
                 for a in sorted(apps, key=lambda a: a.get("startedTime", 0))]
 
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
-        """Finished applications of subm that the RM still lists (its
+        """This user's finished applications of subm that the RM still lists (its
         ``yarn.resourcemanager.max-completed-applications``, 1000 by default)."""
-        apps = self.rm.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"])
+        user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        apps = self.rm.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"], user=user)
         for a in sorted(apps, key=lambda a: a.get("startedTime") or 0):
             if a.get("id") and a["id"] not in known:
                 yield self.status(a["id"])
