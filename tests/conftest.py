@@ -29,7 +29,7 @@ def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "subm-home"
     home.mkdir()
     monkeypatch.setenv("SUBM_HOME", str(home))
-    for var in ("HADOOP_CONF_DIR", "SUBM_BACKEND", "SUBM_OUTPUT"):
+    for var in ("HADOOP_CONF_DIR", "SUBM_BACKEND", "SUBM_OUTPUT", "SUBM_HISTORY"):
         monkeypatch.delenv(var, raising=False)
     return home
 
