@@ -1,0 +1,73 @@
+"""History of YARN jobs on a real ResourceManager: a finished job appears once,
+detached ones too (collected from the AM's subm-report.json through the NM's REST API).
+
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_history.py
+"""
+from __future__ import annotations
+
+import secrets
+
+import pytest
+import requests
+
+from conftest import YARN_CONF_DIR, run_json, wait_for, write_job
+
+if not YARN_CONF_DIR:
+    pytest.skip("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)", allow_module_level=True)
+
+from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
+
+RM = rm_address(YARN_CONF_DIR)
+try:
+    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
+except requests.RequestException as _exc:
+    pytest.skip(f"no YARN cluster at {RM} ({type(_exc).__name__})", allow_module_level=True)
+
+pytestmark = pytest.mark.yarn
+YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
+
+JOB = """
+    name: {name}
+    roles:
+      worker:
+        instances: 2
+        resources: {{memory: 512 MiB, vcores: 1, gpus: {gpus}}}
+        command: python3 -c "import sys; sys.exit({code} if '$SUBM_INDEX' == '1' else 0)"
+"""
+
+
+def rm_state(app_id: str) -> str:
+    resp = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}", headers={"Accept": "application/json"}, timeout=10)
+    return resp.json()["app"]["state"]
+
+
+def test_finished_yarn_jobs_appear_once_detached_ones_included(tmp_path, subm_home):
+    tag = secrets.token_hex(3)
+    waited_job = write_job(tmp_path / "a", JOB.format(name=f"hist-{tag}-ok", gpus=1, code=0))
+    detached_job = write_job(tmp_path / "b", JOB.format(name=f"hist-{tag}-bad", gpus=0, code=4))
+
+    rc, waited, err = run_json("run", str(waited_job), "--backend", "yarn", env=YARN, timeout=300)
+    assert rc == 0, err
+    rc, detached, err = run_json("run", str(detached_job), "--backend", "yarn", "--detach", env=YARN)
+    assert rc == 0, err
+    wait_for(lambda: rm_state(detached["app_id"]) in ("FINISHED", "FAILED", "KILLED"), 300,
+             "the detached application to end", interval=1)
+
+    rc, rows, err = run_json("history", "--name", f"hist-{tag}-*", env=YARN, timeout=300)
+    assert rc == 0, err
+    assert [r["app_id"] for r in rows] == [waited["app_id"], detached["app_id"]]
+    ok, bad = rows
+    assert ok["state"] == "SUCCEEDED" and ok["backend"] == "yarn" and ok["queue"] == "default" and ok["user"]
+    assert ok["submitted_at"] and ok["finished_at"] and ok["gang_ready_seconds"] is not None
+    assert sorted((t["role"], t["index"], t["state"]) for t in ok["tasks"]) == [
+        ("worker", 0, "SUCCEEDED"), ("worker", 1, "SUCCEEDED")]
+    # The task held a yarn.io/gpu unit, but no NVML here: no samples, no noise.
+    assert all(t["gpu"] is None for t in ok["tasks"])
+    assert bad["state"] == "FAILED" and "worker:1 failed with exit code 4" in bad["diagnostics"]
+    assert {t["index"]: t["exit_code"] for t in bad["tasks"]}[1] == 4
+
+    rc, again, _ = run_json("history", "--name", f"hist-{tag}-*", env=YARN, timeout=300)
+    assert [r["app_id"] for r in again] == [waited["app_id"], detached["app_id"]]
+    assert len(list((subm_home / "history").glob(f"{detached['app_id']}*.parquet"))) == 1
+    rc, one, _ = run_json("history", detached["app_id"], "--no-collect", env=YARN)
+    assert one["spec"]["name"] == f"hist-{tag}-bad"
