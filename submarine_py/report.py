@@ -118,14 +118,14 @@ class TaskReport:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["state"] = self.state.value
         d["gpu"] = self.gpu.to_dict() if self.gpu else None
-        for key in ("container_id", "node_http"):
+        for key in ("container_id", "node_http", "gpu"):
             if d[key] is None:
                 del d[key]
         return d
 
     def public(self) -> Dict[str, Any]:
         d = self.to_dict()
-        return {k: d[k] for k in PUBLIC_TASK_FIELDS}
+        return {k: d.get(k) for k in PUBLIC_TASK_FIELDS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
@@ -189,14 +189,11 @@ class JobReport:
             "status_url": self.status_url,
             "events": [e.to_dict() for e in self.events],
             "final": self.final,
-            "user": self.user,
-            "queue": self.queue,
-            "submitted_at": self.submitted_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
         }
-        if self.spec is not None:
-            d["spec"] = self.spec
+        # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
+        for key in ("user", "queue", "submitted_at", "started_at", "finished_at", "spec"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         return d

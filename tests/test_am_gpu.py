@@ -8,10 +8,11 @@ import pytest
 
 from submarine_py.output import format_report, public_report
 from submarine_py.plan import make_plan
+from submarine_py.report import JobReport
 from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.driver import ContainerDriver
+from submarine_py.runtime.containers import Containers
 from submarine_py.runtime.server import serve
-from submarine_py.spec import JobSpec
+from submarine_py.jobfile import JobSpec
 from submarine_py.templating import render
 
 pytestmark = pytest.mark.unit
@@ -21,7 +22,7 @@ SPEC = {"name": "gpu-job", "roles": {"worker": {"instances": 1, "command": "trai
                                      "ps": {"instances": 1, "command": "serve"}}}
 
 
-class Quiet(ContainerDriver):
+class Quiet(Containers):
     name = "fake"
     prelaunched = True  # executors come by themselves (as on YARN)
 
@@ -53,12 +54,14 @@ def test_samples_become_the_tasks_gpu_summary_in_every_view(monkeypatch):
     am = gang(monkeypatch)
     am.on_gpu({"executor": "e0", "samples": samples(40, 80)})
     report = am.report()
-    worker = next(t for t in report["tasks"] if t["role"] == "worker")
-    ps = next(t for t in report["tasks"] if t["role"] == "ps")
-    assert worker["gpu"]["mean_utilization"] == 60.0 and worker["gpu"]["peak_utilization"] == 80
-    assert worker["gpu"]["peak_memory_mb"] == 4000 and worker["gpu"]["idle"] is False
-    assert ps["gpu"] is None
-    assert public_report(report)["tasks"][0]["gpu"] == worker["gpu"]
+    worker = next(t for t in report.tasks if t.role == "worker")
+    ps = next(t for t in report.tasks if t.role == "ps")
+    assert worker.gpu.mean_utilization == 60.0 and worker.gpu.peak_utilization == 80
+    assert worker.gpu.peak_memory_mb == 4000 and worker.gpu.idle is False
+    assert ps.gpu is None
+    public = public_report(report)["tasks"][0]["gpu"]
+    assert public["mean_utilization"] == 60.0 and public["devices"] == ["0", "1"]
+    assert JobReport.from_dict(json.loads(json.dumps(report.to_dict()))).tasks[0].gpu == worker.gpu
     text = format_report(report)
     assert "GPU MEAN/PEAK" in text and "60%/80%" in text
     html = render("status.html.j2", report=report)
@@ -68,13 +71,13 @@ def test_samples_become_the_tasks_gpu_summary_in_every_view(monkeypatch):
 def test_a_task_with_gpus_at_zero_for_the_threshold_is_flagged_once(monkeypatch):
     am = gang(monkeypatch, idle="60")
     am.on_gpu({"executor": "e0", "samples": samples(50, 0, 0, 0)})
-    assert not am.report()["tasks"][0]["gpu"]["idle"]  # 20 s at 0 %
+    assert not am.report().tasks[0].gpu.idle  # 20 s at 0 %
     am.on_gpu({"executor": "e0", "samples": samples(0, 0, 0, 0, start=40)})
     am.on_gpu({"executor": "e0", "samples": samples(0, start=80)})
     report = am.report()
-    worker = report["tasks"][0]
-    assert worker["gpu"]["idle"] and worker["gpu"]["idle_seconds"] >= 60
-    flagged = [e["message"] for e in report["events"] if "0 % utilization" in e["message"]]
+    worker = report.tasks[0]
+    assert worker.gpu.idle and worker.gpu.idle_seconds >= 60
+    flagged = [e.message for e in report.events if "0 % utilization" in e.message]
     assert flagged == ["worker:0 holds 2 GPU(s) at 0 % utilization for 60 s"]
     assert "IDLE" in format_report(report) and "at 0 % utilization" in format_report(report)
 
@@ -93,8 +96,8 @@ def test_gpu_samples_need_the_jobs_token(monkeypatch):
         with pytest.raises(urllib.error.HTTPError) as refused:
             post("wrong")
         assert refused.value.code == 401
-        assert am.report()["tasks"][0]["gpu"] is None
+        assert am.report().tasks[0].gpu is None
         assert post(am.token) == 200
-        assert am.report()["tasks"][0]["gpu"]["samples"] == 1
+        assert am.report().tasks[0].gpu.samples == 1
     finally:
         server.shutdown()

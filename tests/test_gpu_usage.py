@@ -24,13 +24,13 @@ def test_mean_and_peak_utilization_and_peak_memory_of_the_tasks_gpus_together():
     u.add(0, [dev(50, 1000, id="0"), dev(30, 2000, id="1")])
     u.add(5, [dev(90, 4000, id="0"), dev(70, 3000, id="1")])
     s = u.summary()
-    assert s["devices"] == ["0", "1"]
-    assert s["samples"] == 2
-    assert s["mean_utilization"] == 60.0  # (40 + 80) / 2
-    assert s["peak_utilization"] == 90
-    assert s["peak_memory_mb"] == 7000  # both GPUs at the busiest moment
-    assert s["memory_total_mb"] == 32000
-    assert s["idle"] is False
+    assert s.devices == ("0", "1")
+    assert s.samples == 2
+    assert s.mean_utilization == 60.0  # (40 + 80) / 2
+    assert s.peak_utilization == 90
+    assert s.peak_memory_mb == 7000  # both GPUs at the busiest moment
+    assert s.memory_total_mb == 32000
+    assert s.idle is False
 
 
 def test_no_sample_no_summary():
@@ -41,11 +41,11 @@ def test_gpus_at_zero_for_the_threshold_are_flagged_idle_even_after_they_wake_up
     u = GpuUsage()
     for t in range(0, 301, 10):
         u.add(t, [dev(0)])
-    assert u.summary(idle_after=300)["idle"] is True
-    assert u.summary(idle_after=300)["idle_now_seconds"] == 300
+    assert u.summary(idle_after=300).idle is True
+    assert u.summary(idle_after=300).idle_now_seconds == 300
     u.add(310, [dev(80)])
     s = u.summary(idle_after=300)
-    assert s["idle"] is True and s["idle_seconds"] == 300 and s["idle_now_seconds"] == 0
+    assert s.idle is True and s.idle_seconds == 300 and s.idle_now_seconds == 0
 
 
 def test_short_idle_stretches_are_not_flagged_and_one_busy_gpu_keeps_the_task_busy():
@@ -54,16 +54,16 @@ def test_short_idle_stretches_are_not_flagged_and_one_busy_gpu_keeps_the_task_bu
         busy = (t // 100) % 2 == 0  # 90 s idle stretches
         u.add(t, [dev(0, id="0"), dev(50 if busy else 0, id="1")])
     s = u.summary(idle_after=300)
-    assert s["idle"] is False
-    assert 0 < s["idle_seconds"] < 300
+    assert s.idle is False
+    assert 0 < s.idle_seconds < 300
 
 
 def test_samples_out_of_order_are_ignored_and_utilization_is_clamped():
     u = GpuUsage()
     u.add(10, [dev(150)])
     u.add(5, [dev(0)])
-    assert u.summary()["samples"] == 1
-    assert u.summary()["peak_utilization"] == 100
+    assert u.summary().samples == 1
+    assert u.summary().peak_utilization == 100
 
 
 def test_a_malformed_batch_is_refused():

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from submarine_py.cli import main
 from submarine_py.errors import SpecError
 from submarine_py.history import History, collect, history_location, parse_since, record_of, remember
+from submarine_py.report import JobReport
 
 from conftest import job_dirs, run_json, subm, wait_for, write_job
 
@@ -21,7 +22,8 @@ UTC = dt.timezone.utc
 
 
 def report(app_id, name="train", state="SUCCEEDED", submitted=1_790_000_000.0, gpu=None, **kw):
-    return dict({
+    """A finished job's report, as a backend returns it (read from the AM's JSON)."""
+    return JobReport.from_dict(dict({
         "app_id": app_id, "name": name, "state": state, "backend": "local", "framework": "pytorch",
         "user": "ann", "queue": None, "attempts": 2, "submitted_at": submitted, "started_at": submitted + 1,
         "finished_at": submitted + 30, "diagnostics": "" if state == "SUCCEEDED" else "worker:0 failed",
@@ -30,7 +32,7 @@ def report(app_id, name="train", state="SUCCEEDED", submitted=1_790_000_000.0, g
                    "restarts": 1, "tracked": True, "gpu": gpu, "log": "/x"}],
         "spec": {"name": name, "roles": {"worker": {"command": "python train.py"}}},
         "final": True,
-    }, **kw)
+    }, **kw))
 
 
 # ------------------------------------------------------------------------- unit

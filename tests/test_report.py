@@ -65,7 +65,8 @@ def test_the_public_json_keeps_the_readme_shape():
     assert list(public)[:8] == ["app_id", "name", "state", "attempts", "diagnostics", "tasks", "timings", "backend"]
     assert public["state"] == "FAILED" and type(public["state"]) is str
     assert public["tasks"][1] == {"role": "worker", "index": 1, "state": "FAILED", "exit_code": 3, "restarts": 1,
-                                  "host": "127.0.0.1", "log": "/j/logs/worker-1.stdout", "tracked": True}
+                                  "host": "127.0.0.1", "log": "/j/logs/worker-1.stdout", "tracked": True,
+                                  "gpu": None}
     assert public["timings"] == {"gang_ready_seconds": 0.3, "total_seconds": 4.1}
 
 

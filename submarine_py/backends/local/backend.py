@@ -232,7 +232,7 @@ class LocalBackend(Backend):
                 report = self.status(app_id)
             except (JobNotFoundError, OSError, ValueError):
                 continue
-            if report.get("final"):
+            if report.final:
                 yield report
 
     def cluster(self) -> Dict[str, Any]:
