@@ -13,6 +13,7 @@ Life of an executor::
       register: stop the command, re-register for the next attempt (same port when possible)
       exit:     stop the command (SIGTERM to its process group, then SIGKILL), leave
     report every exit of the command      POST /v1/exit
+    while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
 The executor outlives attempts, so a gang restart needs no new containers.
 Settings come from the environment: SUBM_TOKEN, SUBM_ROLE, SUBM_AM_URL (or
