@@ -235,19 +235,26 @@ def history(app_id: Optional[str], name: Optional[str], state: Optional[str], si
         for p in problems:
             click.echo(f"Warning: could not collect finished jobs from {p}", err=True)
     if app_id:
-        rows = store.rows(app_id=app_id)
+        rows = _read(store, app_id=app_id)
         if not rows:
             raise JobNotFoundError(f"the history at {store.location} holds no job {app_id}")
         click.echo(to_json(history_json(rows[0], with_spec=True)) if output == "json"
                    else format_history_job(rows[0]))
         return
-    rows = store.rows(name=name, state=state, since=after)
+    rows = _read(store, name=name, state=state, since=after)
     if output == "json":
         click.echo(to_json([history_json(r) for r in rows]))
     elif not rows:
         click.echo(f"no finished jobs{' match' if name or state or since else ''} in {store.location}", err=True)
     else:
         click.echo(format_history(rows))
+
+
+def _read(store: Any, **filters: Any) -> Any:
+    rows = store.rows(**filters)
+    for problem in store.problems:
+        click.echo(f"Warning: skipped an unreadable history file: {problem}", err=True)
+    return rows
 
 
 @main.command()

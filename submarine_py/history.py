@@ -133,6 +133,8 @@ class History:
         except Exception as exc:  # ArrowInvalid, OSError: an unknown scheme, an unreachable filesystem
             raise BackendError(f"cannot open the job history at {self.location} ({HISTORY_ENV}): {exc}") from None
         self.root = self.root.rstrip("/") or "/"
+        #: Files skipped while reading (not Parquet, another schema): the CLI warns about them.
+        self.problems: List[str] = []
 
     def _path(self, app_id: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", app_id) or app_id.startswith("."):
@@ -202,11 +204,17 @@ class History:
         if name and not globbing:
             both(ds.field("name") == name)
         try:
-            table = ds.dataset(paths, schema=_schema(), filesystem=self.fs, format="parquet").to_table(filter=expr)
-        except Exception as exc:
-            raise BackendError(f"cannot read the job history at {self.location}: {exc}") from None
+            tables = [ds.dataset(paths, schema=_schema(), filesystem=self.fs, format="parquet").to_table(filter=expr)]
+        except Exception:  # one bad file fails the whole scan: read them one by one, skipping it
+            tables = []
+            for path in paths:
+                try:
+                    tables.append(ds.dataset([path], schema=_schema(), filesystem=self.fs,
+                                             format="parquet").to_table(filter=expr))
+                except Exception as exc:
+                    self.problems.append(f"{path}: {exc}")
         out: Dict[str, Dict[str, Any]] = {}
-        for row in table.to_pylist():
+        for row in (r for table in tables for r in table.to_pylist()):
             if globbing and not fnmatch.fnmatchcase(row.get("name") or "", name or ""):
                 continue
             out[row["app_id"]] = row  # one file per job: a duplicate can only be a re-written same job

@@ -85,6 +85,15 @@ def test_filters_by_name_glob_state_and_submission_time(tmp_path):
 
 
 @pytest.mark.unit
+def test_an_unreadable_file_is_skipped_not_fatal(tmp_path):
+    h = History(str(tmp_path))
+    h.add(record_of(report("local_good")))
+    (tmp_path / "local_bad.parquet").write_text("not parquet")
+    assert [r["app_id"] for r in h.rows()] == ["local_good"]
+    assert len(h.problems) == 1 and "local_bad.parquet" in h.problems[0]
+
+
+@pytest.mark.unit
 def test_since_takes_durations_and_dates():
     now = dt.datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     assert parse_since("7d", now) == now - dt.timedelta(days=7)
