@@ -234,6 +234,10 @@ def history(app_id: Optional[str], name: Optional[str], state: Optional[str], si
         _, problems = collect(store, ((n, get_backend(n)) for n in names))
         for p in problems:
             click.echo(f"Warning: could not collect finished jobs from {p}", err=True)
+        try:
+            store.compact()
+        except SubmarineError as exc:  # the history stays readable as it is
+            click.echo(f"Warning: {exc}", err=True)
     if app_id:
         rows = _read(store, app_id=app_id)
         if not rows:

@@ -4,10 +4,12 @@ Where: ``SUBM_HISTORY`` (a path, or a URI of any filesystem pyarrow opens with
 ``pyarrow.fs.FileSystem.from_uri``: ``hdfs://nn/user/me/subm-history``,
 ``s3://bucket/history``...), else ``$SUBM_HOME/history``.
 
-Layout: one file per job, ``<app_id>.parquet`` (one row), written under a
-hidden temporary name and then moved into place. So writers never share a
-file, a job already held is recognised by its file name, and readers see only
-whole files (pyarrow's dataset discovery skips names starting with ``.``).
+Layout: each job is first written as its own file, ``<app_id>.parquet`` (one
+row), under a hidden temporary name and then moved into place. So writers never
+share a file, a job already held is recognised by its file name, and readers
+see only whole files (pyarrow's dataset discovery skips names starting with
+``.``). ``subm history`` merges them into ``part-<time>-<random>.parquet`` files
+once there are ``COMPACT_AT`` of them, since reading many one-row files is slow.
 
 Jobs get there when the client sees them end (``subm run``, ``status``,
 ``kill``) and, for the rest (detached jobs nobody waited for), when ``subm
@@ -30,6 +32,11 @@ from .report import JobReport
 
 HISTORY_ENV = "SUBM_HISTORY"
 SUFFIX = ".parquet"
+PART_PREFIX = "part-"
+#: One-job files merged into a part file once there are this many (``History.compact``).
+COMPACT_AT = 64
+#: Part files merged into one once there are this many.
+MAX_PARTS = 16
 FINISHED = ("SUCCEEDED", "FAILED", "KILLED")
 
 
@@ -135,76 +142,114 @@ class History:
         self.root = self.root.rstrip("/") or "/"
         #: Files skipped while reading (not Parquet, another schema): the CLI warns about them.
         self.problems: List[str] = []
+        self.unreadable: Set[str] = set()
 
     def _path(self, app_id: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", app_id) or app_id.startswith("."):
             raise SpecError([("APP_ID", f"{app_id!r} is not a job id")])
         return f"{self.root}/{app_id}{SUFFIX}"
 
-    def held(self) -> Set[str]:
-        """Ids of the jobs the history holds."""
+    def _files(self) -> Tuple[Dict[str, str], List[str]]:
+        """The history's files: one-job files by app id, and compacted parts."""
         import pyarrow.fs as pafs
 
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         except Exception as exc:
             raise BackendError(f"cannot list the job history at {self.location}: {exc}") from None
-        return {i.base_name[:-len(SUFFIX)] for i in infos
-                if i.type == pafs.FileType.File and i.base_name.endswith(SUFFIX) and not i.base_name.startswith(".")}
+        singles, parts = {}, []
+        for i in infos:
+            if i.type != pafs.FileType.File or not i.base_name.endswith(SUFFIX) or i.base_name.startswith((".", "_")):
+                continue
+            if i.base_name.startswith(PART_PREFIX):
+                parts.append(i.path)
+            else:
+                singles[i.base_name[:-len(SUFFIX)]] = i.path
+        return singles, sorted(parts)
+
+    def held(self) -> Set[str]:
+        """Ids of the jobs the history holds."""
+        import pyarrow.parquet as pq
+
+        singles, parts = self._files()
+        ids = set(singles)
+        for path in parts:  # a few files: their app_id column only
+            try:
+                ids.update(pq.read_table(path, columns=["app_id"], filesystem=self.fs).column(0).to_pylist())
+            except Exception as exc:
+                self.problems.append(f"{path}: {exc}")
+        return ids
 
     def add(self, record: Dict[str, Any], held: Optional[Set[str]] = None) -> bool:
         """Write one finished job's row unless the history holds it; True when written."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         app_id = record["app_id"]
         if record.get("state") not in FINISHED:
             return False
         if app_id in (self.held() if held is None else held):
             return False
-        final = self._path(app_id)
-        tmp = f"{self.root}/.{app_id}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        self._write(pa.Table.from_pylist([record], schema=_schema()), self._path(app_id), app_id)
+        if held is not None:
+            held.add(app_id)
+        return True
+
+    def _write(self, table: Any, final: str, what: str) -> None:
+        """Write under a hidden name, then move into place: readers never see half a file."""
+        import pyarrow.parquet as pq
+
+        tmp = f"{self.root}/.{os.path.basename(final)}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
         try:
             self.fs.create_dir(self.root, recursive=True)
-            pq.write_table(pa.Table.from_pylist([record], schema=_schema()), tmp, filesystem=self.fs)
+            pq.write_table(table, tmp, filesystem=self.fs)
             self.fs.move(tmp, final)
         except Exception as exc:
             try:
                 self.fs.delete_file(tmp)
             except Exception:
                 pass
-            raise BackendError(f"cannot write {app_id} to the job history at {self.location}: {exc}") from None
-        if held is not None:
-            held.add(app_id)
-        return True
+            raise BackendError(f"cannot write {what} to the job history at {self.location}: {exc}") from None
 
-    def rows(self, *, name: Optional[str] = None, state: Optional[str] = None,
-             since: Optional[dt.datetime] = None, app_id: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The jobs held, oldest submission first, filtered: ``name`` exact or a glob
-        (``mnist-*``), ``state``, submitted at or after ``since``."""
+    def compact(self, at_least: int = COMPACT_AT, max_parts: int = MAX_PARTS) -> int:
+        """Merge the one-job files into one part file once there are ``at_least`` of them,
+        and every part into one once there are ``max_parts``; returns how many jobs the
+        new part holds. Reading one file per job costs milliseconds each; a part file of
+        thousands of rows reads in about the time of one.
+
+        The new part is in place before its sources go, so a reader meanwhile sees a job
+        twice at most, and keeps one; two compactions at once only write a job twice.
+        """
+        import pyarrow as pa
+
+        singles, parts = self._files()
+        if len(singles) < at_least and len(parts) < max_parts:
+            return 0
+        sources = list(singles.values()) + (parts if len(parts) >= max_parts else [])
+        table = self._read(sources, None)
+        if table is None or not table.num_rows:
+            return 0
+        rows = {r["app_id"]: r for r in table.to_pylist()}  # one row per job
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self._write(pa.Table.from_pylist(list(rows.values()), schema=_schema()),
+                    f"{self.root}/{PART_PREFIX}{stamp}-{secrets.token_hex(4)}{SUFFIX}", f"{len(rows)} jobs")
+        for path in sources:
+            if path in self.unreadable:
+                continue  # not merged: left for a person to look at
+            try:
+                self.fs.delete_file(path)
+            except Exception:  # another compaction took it first
+                pass
+        return len(rows)
+
+    def _read(self, paths: List[str], expr: Any) -> Any:
+        """One table of ``paths`` (filtered); files that cannot be read are skipped and noted."""
+        import pyarrow as pa
         import pyarrow.dataset as ds
 
-        paths = ([self._path(app_id)] if app_id else
-                 [f"{self.root}/{a}{SUFFIX}" for a in sorted(self.held())])
-        if app_id and app_id not in self.held():
-            return []
         if not paths:
-            return []
-        expr = None
-
-        def both(e: Any) -> None:
-            nonlocal expr
-            expr = e if expr is None else expr & e
-
-        if state:
-            both(ds.field("state") == state.upper())
-        if since is not None:
-            both(ds.field("submitted_at") >= since)
-        globbing = bool(name and any(c in name for c in "*?["))
-        if name and not globbing:
-            both(ds.field("name") == name)
+            return None
         try:
-            tables = [ds.dataset(paths, schema=_schema(), filesystem=self.fs, format="parquet").to_table(filter=expr)]
+            return ds.dataset(paths, schema=_schema(), filesystem=self.fs, format="parquet").to_table(filter=expr)
         except Exception:  # one bad file fails the whole scan: read them one by one, skipping it
             tables = []
             for path in paths:
@@ -213,11 +258,41 @@ class History:
                                              format="parquet").to_table(filter=expr))
                 except Exception as exc:
                     self.problems.append(f"{path}: {exc}")
+                    self.unreadable.add(path)
+            return pa.concat_tables(tables) if tables else None
+
+    def rows(self, *, name: Optional[str] = None, state: Optional[str] = None,
+             since: Optional[dt.datetime] = None, app_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The jobs held, oldest submission first, filtered: ``name`` exact or a glob
+        (``mnist-*``), ``state``, submitted at or after ``since``."""
+        import pyarrow.dataset as ds
+
+        singles, parts = self._files()
+        expr = None
+
+        def both(e: Any) -> None:
+            nonlocal expr
+            expr = e if expr is None else expr & e
+
+        if app_id:
+            self._path(app_id)  # refuses what is no job id
+            both(ds.field("app_id") == app_id)
+            paths = ([singles[app_id]] if app_id in singles else []) + parts
+        else:
+            paths = list(singles.values()) + parts
+        if state:
+            both(ds.field("state") == state.upper())
+        if since is not None:
+            both(ds.field("submitted_at") >= since)
+        globbing = bool(name and any(c in name for c in "*?["))
+        if name and not globbing:
+            both(ds.field("name") == name)
+        table = self._read(paths, expr)
         out: Dict[str, Dict[str, Any]] = {}
-        for row in (r for table in tables for r in table.to_pylist()):
+        for row in table.to_pylist() if table is not None else ():
             if globbing and not fnmatch.fnmatchcase(row.get("name") or "", name or ""):
                 continue
-            out[row["app_id"]] = row  # one file per job: a duplicate can only be a re-written same job
+            out[row["app_id"]] = row  # a job twice (compaction under way) is the same job
         epoch = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
         return sorted(out.values(), key=lambda r: (r.get("submitted_at") or epoch, r["app_id"]))
 

@@ -94,6 +94,28 @@ def test_an_unreadable_file_is_skipped_not_fatal(tmp_path):
 
 
 @pytest.mark.unit
+def test_compaction_merges_one_job_files_and_parts_keeping_every_job_once(tmp_path):
+    h = History(str(tmp_path))
+    for i in range(5):
+        h.add(record_of(report(f"local_{i}", submitted=1_790_000_000 + i)))
+    assert h.compact(at_least=6) == 0  # not yet
+    assert h.compact(at_least=5) == 5
+    assert sorted(p.name[:5] for p in tmp_path.glob("*.parquet")) == ["part-"]
+    h.add(record_of(report("local_5", submitted=1_790_000_005)))
+    assert not h.add(record_of(report("local_2")))  # held, in the part
+    assert h.held() == {f"local_{i}" for i in range(6)}
+    assert [r["app_id"] for r in h.rows()] == [f"local_{i}" for i in range(6)]
+    assert [r["app_id"] for r in h.rows(app_id="local_3")] == ["local_3"]
+    assert [r["app_id"] for r in h.rows(app_id="local_5")] == ["local_5"]
+    # A second part, then both merged into one.
+    h.compact(at_least=1)
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 2
+    assert h.compact(at_least=100, max_parts=2) == 6
+    assert len(list(tmp_path.glob("*.parquet"))) == 1
+    assert [r["app_id"] for r in h.rows(state="SUCCEEDED")] == [f"local_{i}" for i in range(6)]
+
+
+@pytest.mark.unit
 def test_since_takes_durations_and_dates():
     now = dt.datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     assert parse_since("7d", now) == now - dt.timedelta(days=7)
