@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install submarine-py (with PyTorch) and run the DDP example on this machine.
+# Install submarine-py (with PyTorch) into .venv and run the DDP example on this machine.
 #
 #   bash scripts/example.sh                     # 2 workers, 5 epochs, local backend
 #   bash scripts/example.sh --set epochs=10     # extra arguments go to `subm run`
@@ -7,14 +7,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install -q -e '.[torch]'
-
-# `subm` is the console script; fall back to the module where pip's script folder is not on PATH.
-if command -v subm >/dev/null 2>&1; then
-    subm=(subm)
-else
-    subm=(python3 -m submarine_py.cli)
-fi
+# Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
+. scripts/venv.sh
+subm_venv torch
+subm=(subm)
 stamp=$(mktemp)
 trap 'rm -f "$stamp"' EXIT
 rc=0
