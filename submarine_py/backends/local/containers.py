@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -92,12 +93,20 @@ class LocalContainers(Containers):
         return ex_id
 
     def _python_dir(self) -> str:
-        """A folder where ``python`` is this interpreter (bare Debian has only ``python3``)."""
+        """A folder where ``python`` is this interpreter (bare Debian has only ``python3``).
+
+        Small scripts rather than symlinks: a symlink to a virtualenv's ``bin/python``
+        starts the base interpreter (Python finds ``pyvenv.cfg`` beside the path it was
+        started by), which lacks the venv's packages.
+        """
         bin_dir = os.path.join(self.job_dir, "bin")
         if not os.path.isdir(bin_dir):
             os.makedirs(bin_dir)
             for name in ("python", "python3"):
-                os.symlink(sys.executable, os.path.join(bin_dir, name))
+                path = os.path.join(bin_dir, name)
+                with open(path, "w") as f:
+                    f.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+                os.chmod(path, 0o755)
         return bin_dir + os.pathsep + os.path.dirname(sys.executable)
 
     def _take_gpus(self, ex_id: str, n: int) -> List[str]:
