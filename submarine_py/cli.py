@@ -14,7 +14,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from . import __version__
-from .errors import JobNotFoundError, SpecError, SubmarineError
+from .errors import JobNotFoundError, SubmarineError
 from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
                      public_report, to_json)
 from .report import JobReport
@@ -27,12 +27,39 @@ SET = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
 
 
 class _Group(click.Group):
+    """Every error reaches a person as one ``Error: ...`` line, never a traceback
+    (``SUBM_DEBUG=1`` shows the traceback of an unexpected one)."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except SubmarineError as exc:
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BrokenPipeError:  # `subm logs ... | head`: the reader left; so do we, quietly
+            _quiet_stdout()
+            ctx.exit(1)
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
+            ctx.exit(1)
+        except Exception as exc:  # a bug: still one line, with how to see more
+            if os.environ.get("SUBM_DEBUG"):
+                raise
+            click.echo(f"Error: unexpected {type(exc).__name__}: {exc} (SUBM_DEBUG=1 shows the traceback)",
+                       err=True)
+            ctx.exit(1)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so flushing at exit raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -277,20 +304,21 @@ def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -
 @main.command()
 @click.option("--framework", "-f", type=click.Choice(["pytorch", "tensorflow", "custom"]), default="pytorch",
               show_default=True)
-@click.option("--name", "-n", default=None, help="Job name (default: the directory's name).")
+@click.option("--name", "-n", default=None,
+              help="Job name (default: made from the directory's name, e.g. 'My Project' -> my-project).")
 @click.option("--path", "-p", type=click.Path(dir_okay=False), default="job.yaml", show_default=True)
-@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option("--force", is_flag=True, help="Overwrite an existing job file (and train.py).")
 def init(framework: str, name: Optional[str], path: str, force: bool) -> None:
-    """Write a commented starting job file."""
-    from .templating import render
+    """Write a commented job file that runs as written (and, for pytorch and tensorflow,
+    a small train.py beside it)."""
+    from .scaffold import write_job_scaffold
 
-    if os.path.exists(path) and not force:
-        raise SpecError([("--path", f"{path} exists; pass --force to overwrite it")])
-    name = name or os.path.basename(os.path.dirname(os.path.abspath(path))) or "my-job"
-    text = render(f"init/{framework}.yaml.j2", name=name)
-    with open(path, "w") as f:
-        f.write(text)
-    click.echo(f"Wrote {path}; check it with: subm validate {path}", err=True)
+    done = write_job_scaffold(framework, path, name=name, force=force)
+    for written in done.written:
+        click.echo(f"Wrote {written}", err=True)
+    for kept in done.kept:
+        click.echo(f"Kept the existing {kept} (the job runs it; --force replaces it)", err=True)
+    click.echo(f"Check it with: subm validate {path}; run it with: subm run {path}", err=True)
 
 
 @main.command(name="hadoop-conf")

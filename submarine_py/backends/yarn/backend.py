@@ -56,6 +56,16 @@ class YarnRequest:
         return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
 
 
+def require_skein() -> Any:
+    """skein, or an error saying how to install it (it is the ``yarn`` extra, not a dependency)."""
+    try:
+        import skein
+    except ImportError:
+        raise BackendError(f"the YARN backend needs skein, which is not installed for {sys.executable}: "
+                           "pip install 'submarine-py[yarn]' (in the environment that runs subm)") from None
+    return skein
+
+
 class YarnBackend(Backend):
     name = "yarn"
     poll_seconds = 0.5
@@ -66,6 +76,7 @@ class YarnBackend(Backend):
     # -- before submission --------------------------------------------------------
     def check(self, plan: Plan) -> None:
         """Refuse what this cluster can never run, with the numbers, before submitting."""
+        require_skein()
         limits = self.rm.limits()
         problems = []
         if not limits.nodes:
@@ -103,6 +114,7 @@ class YarnBackend(Backend):
         return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts)
 
     def request(self, plan: Plan) -> YarnRequest:
+        require_skein()
         token = secrets.token_hex(16)
         # Named now (the app spec ships it), created by submit() only.
         job_file = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}", "job.json")
@@ -112,7 +124,7 @@ class YarnBackend(Backend):
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
-        import skein
+        skein = require_skein()
 
         try:
             return skein.Client.from_global_driver()
