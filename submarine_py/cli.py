@@ -329,10 +329,13 @@ def init(framework: str, name: Optional[str], path: str, force: bool) -> None:
 def hadoop_conf(out_dir: str, sets: Tuple[str, ...], force: bool) -> None:
     """Write example YARN configuration for GPUs and Docker (yarn-site.xml, resource-types.xml,
     capacity-scheduler.xml, container-executor.cfg), rendered with an admin's values."""
-    from .hadoopconf import parse_values, write_hadoop_conf
+    from .hadoopconf import mount_warnings, parse_values, write_hadoop_conf
 
-    for path in write_hadoop_conf(out_dir, parse_values(sets), force=force):
+    values = parse_values(sets)
+    for path in write_hadoop_conf(out_dir, values, force=force):
         click.echo(path)
+    for warning in mount_warnings(values):
+        click.echo(f"Warning: {warning}", err=True)
 
 
 if __name__ == "__main__":

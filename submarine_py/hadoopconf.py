@@ -25,14 +25,18 @@ FILES = ("yarn-site.xml", "resource-types.xml", "capacity-scheduler.xml", "conta
 GPU_DOCKER_PLUGINS = ("nvidia-docker-v1", "nvidia-docker-v2")
 
 DEFAULTS: Dict[str, Any] = {
-    # Images whose name starts with one of these (followed by "/") are trusted;
-    # "library" trusts images named without a registry (e.g. ubuntu:22.04).
-    "trusted_registries": ["localhost", "library"],
-    # Host paths containers may bind-mount (submarine-py's docker.mounts).
+    # Images whose name starts with one of these followed by "/" are trusted. Hadoop 3.1.1
+    # matches that prefix only: "library" trusts "library/ubuntu:22.04", not "ubuntu:22.04".
+    "trusted_registries": ["localhost"],
+    # Host paths containers may bind-mount (submarine-py's docker.mounts). Each must exist on
+    # every NodeManager host, or every Docker container there fails to launch (exit 29).
     "ro_mounts": ["/etc/passwd", "/etc/group", "/sys/fs/cgroup"],
     "rw_mounts": [],
     "nm_local_dirs": ["/var/lib/hadoop-yarn/local"],
     "nm_log_dirs": ["/var/log/hadoop-yarn/containers"],
+    # The NodeManager's GPU plugin; false for nodes without GPUs (a 3.1.1 NodeManager with the
+    # plugin and no GPU it can discover does not start).
+    "gpu_plugin": True,
     "gpus_allowed": "auto",
     "nvidia_smi_path": "",
     "gpu_docker_plugin": "nvidia-docker-v1",
@@ -53,6 +57,10 @@ DEFAULTS: Dict[str, Any] = {
     "memory_mb": 65536,
     "vcores": 16,
     "debug_delay_sec": 600,
+    # false: the controllers are mounted already (systemd does) and the admin creates
+    # <controller>/<hierarchy> for the NodeManager user; true: the NodeManager mounts them through
+    # container-executor, which then needs feature.mount-cgroup.enabled=1 (off by default).
+    "cgroups_mount": False,
     "cgroups_mount_path": "/sys/fs/cgroup",
     "cgroups_hierarchy": "hadoop-yarn",
 }
@@ -99,6 +107,14 @@ class _Checker(ProblemCollector):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(key, f"expected an integer >= {minimum}, got {value!r}")
             return minimum
+        return value
+
+    def boolean(self, key: str, value: Any) -> bool:
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {value!r}")
+            return False
         return value
 
     def string(self, key: str, value: Any, ok: Callable[[str], Optional[str]], strip: str = "") -> str:
@@ -168,6 +184,7 @@ def _check(values: Mapping[str, Any]) -> Dict[str, Any]:
     out["rw_mounts"] = c.string_list("rw_mounts", v["rw_mounts"], _rw_mount)
     out["nm_local_dirs"] = c.string_list("nm_local_dirs", v["nm_local_dirs"], _rw_mount, True)
     out["nm_log_dirs"] = c.string_list("nm_log_dirs", v["nm_log_dirs"], _rw_mount, True)
+    out["gpu_plugin"] = c.boolean("gpu_plugin", v["gpu_plugin"])
     out["gpus_allowed"] = c.string("gpus_allowed", v["gpus_allowed"],
                                    _pattern(_GPU_DEVICES, "'auto' or index:minor[,index:minor...] like 0:0,1:1"))
     out["nvidia_smi_path"] = c.string("nvidia_smi_path", v["nvidia_smi_path"],
@@ -198,6 +215,7 @@ def _check(values: Mapping[str, Any]) -> Dict[str, Any]:
     out["memory_mb"] = c.integer("memory_mb", v["memory_mb"], 1)
     out["vcores"] = c.integer("vcores", v["vcores"], 1)
     out["debug_delay_sec"] = c.integer("debug_delay_sec", v["debug_delay_sec"], 0)
+    out["cgroups_mount"] = c.boolean("cgroups_mount", v["cgroups_mount"])
     out["cgroups_mount_path"] = c.string("cgroups_mount_path", v["cgroups_mount_path"], _abs_path)
     out["cgroups_hierarchy"] = c.string("cgroups_hierarchy", v["cgroups_hierarchy"],
                                         _pattern(_HIERARCHY, "a cgroup path like hadoop-yarn"), strip="/")
@@ -225,6 +243,23 @@ def render_hadoop_conf(values: Optional[Mapping[str, Any]] = None) -> Dict[str, 
         # nvidia-docker v1 hands the driver to containers as this named volume.
         ctx["all_ro_mounts"].append(f"nvidia_driver_{ctx['nvidia_driver_version']}")
     return {name: render(f"hadoop-conf/{name}.j2", **ctx) for name in FILES}
+
+
+def mount_warnings(values: Optional[Mapping[str, Any]] = None,
+                   exists: Callable[[str], bool] = os.path.exists) -> List[str]:
+    """Allowed mount roots missing on this machine.
+
+    container-executor (3.1.1) resolves every root in docker.allowed.ro-mounts and
+    rw-mounts before each Docker launch; one that does not exist fails every Docker
+    container on that node (exit code 29), whatever the job mounts. Rendering may happen
+    elsewhere than on a node, so these are warnings: create the folders on every node.
+    """
+    ctx = _check({k: v for k, v in (values or {}).items() if k in DEFAULTS})
+    # The NodeManager creates its local and log dirs itself; the admin's extra roots it does not.
+    roots = [("ro_mounts", p) for p in ctx["ro_mounts"]] + [("rw_mounts", p) for p in ctx["rw_mounts"]]
+    return [f"{key}: {path} does not exist on this machine; it must exist on every NodeManager host, "
+            f"or every Docker container there fails to launch (exit code 29)"
+            for key, path in roots if not exists(path)]
 
 
 def write_hadoop_conf(out_dir: str, values: Optional[Mapping[str, Any]] = None, force: bool = False) -> List[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from submarine_py.errors import SpecError
-from submarine_py.hadoopconf import DEFAULTS, FILES, render_hadoop_conf, write_hadoop_conf
+from submarine_py.hadoopconf import DEFAULTS, FILES, mount_warnings, render_hadoop_conf, write_hadoop_conf
 
 pytestmark = pytest.mark.unit
 
@@ -81,12 +81,13 @@ def test_container_executor_cfg_has_docker_gpu_and_cgroups_sections():
     assert ce.sections() == ["top", "docker", "gpu", "cgroups"]
     assert dict(ce["top"]) == {"yarn.nodemanager.linux-container-executor.group": "hadoop",
                                "banned.users": "yarn,mapred,hdfs,bin", "min.user.id": "1000",
-                               "feature.tc.enabled": "false"}
+                               "feature.tc.enabled": "false", "feature.mount-cgroup.enabled": "0"}
     docker = ce["docker"]
     assert docker["module.enabled"] == "true"
     assert docker["docker.binary"] == "/usr/bin/docker"
     assert docker["docker.allowed.networks"] == "host,bridge,none"
-    assert docker["docker.trusted.registries"] == "localhost,library"
+    # 3.1.1 trusts "<registry>/..." only: "library" would not trust bare names, so it is not a default.
+    assert docker["docker.trusted.registries"] == "localhost"
     assert docker["docker.privileged-containers.enabled"] == "false"
     assert docker["docker.allowed.ro-mounts"] == "/etc/passwd,/etc/group,/sys/fs/cgroup"
     assert docker["docker.allowed.volume-drivers"] == "nvidia-docker"
@@ -112,6 +113,71 @@ def test_both_files_agree_where_hadoop_needs_them_to():
     assert site["yarn.nodemanager.linux-container-executor.cgroups.hierarchy"] == \
         ce["cgroups"]["yarn-hierarchy"] == "yarn"
     assert site["yarn.nodemanager.linux-container-executor.cgroups.mount-path"] == ce["cgroups"]["root"]
+
+
+@pytest.mark.parametrize("mount", [False, True, "false", "true"])
+def test_cgroup_mounting_is_asked_in_yarn_site_only_where_container_executor_allows_it(mount):
+    """cgroups.mount=true needs feature.mount-cgroup.enabled=1 (off by default in 3.1.1); the
+    default premounts the controllers and mounts nothing."""
+    files = render_hadoop_conf({"cgroups_mount": mount})
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    wanted = mount in (True, "true")
+    assert site["yarn.nodemanager.linux-container-executor.cgroups.mount"] == ("true" if wanted else "false")
+    assert ce["top"]["feature.mount-cgroup.enabled"] == ("1" if wanted else "0")
+
+
+def test_the_default_is_premounted_cgroups_and_the_readme_says_what_to_create():
+    assert DEFAULTS["cgroups_mount"] is False
+    readme = (REPO / "hadoop-conf" / "README.md").read_text()
+    assert "Cannot create yarn cgroup Subsystem:cpu" in readme
+    assert "chown -R yarn:hadoop /sys/fs/cgroup/$c/hadoop-yarn" in readme
+
+
+def test_gpu_less_nodes_leave_the_gpu_plugin_out():
+    files = render_hadoop_conf({"gpu_plugin": "false"})
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    assert not any(name.startswith("yarn.nodemanager.resource-plugins") for name in site)
+    assert ce["gpu"]["module.enabled"] == "false"
+    assert "docker.allowed.volume-drivers" not in ce["docker"]
+    assert "docker.allowed.runtimes" not in ce["docker"]
+    # Still a Docker node, still offering yarn.io/gpu (0 of it) to the scheduler.
+    assert ce["docker"]["module.enabled"] == "true"
+    assert "yarn.io/gpu" in files["resource-types.xml"]
+    with pytest.raises(SpecError) as err:
+        render_hadoop_conf({"gpu_plugin": "maybe"})
+    assert err.value.problems == [("gpu_plugin", "expected true or false, got 'maybe'")]
+
+
+def test_the_readme_quotes_hadoop_3_1_1s_own_error_for_a_gpu_plugin_without_gpus():
+    readme = (REPO / "hadoop-conf" / "README.md").read_text()
+    assert ("yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices is set to auto, however automatically "
+            "discovering GPU information failed") in readme
+    assert "--set gpu_plugin=false" in readme
+
+
+def test_missing_mount_roots_are_warned_about():
+    present = {"/etc/passwd", "/etc/group", "/sys/fs/cgroup"}
+    assert mount_warnings(exists=present.__contains__) == []
+    warnings = mount_warnings({"ro_mounts": "/etc/passwd,/datasets", "rw_mounts": "/scratch"},
+                              exists=present.__contains__)
+    assert [w.split(" ")[:2] for w in warnings] == [["ro_mounts:", "/datasets"], ["rw_mounts:", "/scratch"]]
+    assert all("exit code 29" in w for w in warnings)
+
+
+def test_the_readme_example_lists_only_mount_roots_every_linux_host_has():
+    readme = (REPO / "hadoop-conf" / "README.md").read_text()
+    example = readme[readme.index("subm hadoop-conf ./my-conf"):readme.index("```", readme.index("subm hadoop-conf"))]
+    values = dict(line.strip().rstrip("\\").strip().split("=", 1)
+                  for line in example.split("--set ")[1:])
+    assert mount_warnings({k: values[k] for k in ("ro_mounts", "rw_mounts") if k in values},
+                          exists={"/etc/passwd", "/etc/group", "/sys/fs/cgroup"}.__contains__) == []
+    assert "library" not in values["trusted_registries"]
+
+
+def test_the_nodemanager_user_is_not_told_to_join_the_docker_group():
+    readme = (REPO / "hadoop-conf" / "README.md").read_text()
+    assert "does **not** need the `docker` group" in readme
+    assert "allowed to run `docker`" not in readme
 
 
 def test_custom_values_reach_the_files():
@@ -214,7 +280,8 @@ def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
     """A misspelt property is silently ignored by Hadoop; check the names against yarn-default.xml."""
     with zipfile.ZipFile(HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:
         known = set(props(jar.read("yarn-default.xml").decode()))
-    for values in ({}, {"nvidia_smi_path": "/usr/bin/nvidia-smi"}, {"gpu_docker_plugin": "nvidia-docker-v2"}):
+    for values in ({}, {"nvidia_smi_path": "/usr/bin/nvidia-smi"}, {"gpu_docker_plugin": "nvidia-docker-v2"},
+                   {"gpu_plugin": False, "cgroups_mount": True}):
         files = render_hadoop_conf(values)
         names = set(props(files["yarn-site.xml"])) | set(props(files["resource-types.xml"]))
         assert names - known == set()

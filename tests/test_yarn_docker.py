@@ -6,6 +6,7 @@ variables in the real launch script and that the task still ran.
 """
 from __future__ import annotations
 
+import os
 
 import pytest
 import requests
@@ -78,7 +79,7 @@ def test_yarn_launch_context_carries_the_docker_runtime_variables(tmp_path):
         roles:
           worker:
             resources: {memory: 256 MiB}
-            command: python3 -c "import os; print('native' if not os.path.exists('/.dockerenv') else 'docker')"
+            command: python3 -c "import os; s = os.stat('/'); print('root-fs', s.st_dev, s.st_ino)"
     """)
     rc, report, err = run_json("run", str(job), "--backend", "yarn", env={"HADOOP_CONF_DIR": YARN_CONF_DIR})
     assert rc == 0, err
@@ -91,5 +92,11 @@ def test_yarn_launch_context_carries_the_docker_runtime_variables(tmp_path):
     assert 'export YARN_CONTAINER_RUNTIME_DOCKER_IMAGE="localhost/subm-test:bookworm"' in launch
     assert 'export YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS="/tmp:/tmp:ro"' in launch
     assert 'export YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK="host"' in launch
-    # The rig's NodeManager has no Docker runtime: the task ran natively.
-    assert "native" in requests.get(f"{base}/stdout", timeout=10).text
+    # The rig's NodeManager has no Docker runtime: the task ran natively, on this machine's own
+    # root filesystem (a container would see its image's). Only the line the task printed counts:
+    # subm's header line echoes the command, and /.dockerenv says nothing where this machine is
+    # itself a container.
+    stdout = requests.get(f"{base}/stdout", timeout=10).text
+    root = os.stat("/")
+    printed = [line for line in stdout.splitlines() if line.startswith("root-fs ")]
+    assert printed == [f"root-fs {root.st_dev} {root.st_ino}"], stdout
