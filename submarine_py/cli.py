@@ -126,7 +126,7 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             return
         click.echo(f"Submitted {plan.job.name} as {app_id}", err=True)
         start, wall_start = time.monotonic(), time.time()
-        seen = {"events": 0}
+        seen = {"events": 0, "line": ""}
 
         def progress(report: JobReport) -> None:
             if quiet:
@@ -135,13 +135,20 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             for line in format_events(events[seen["events"]:], wall_start):
                 click.echo(line, err=True)
             seen["events"] = max(seen["events"], len(events))
-            click.echo(format_progress(report, time.monotonic() - start), err=True)
+            line = format_progress(report, time.monotonic() - start)
+            # A new status may read the same (e.g. the AM finishing, then done): print it once.
+            what = line.split("] ", 1)[-1]
+            if what != seen["line"]:
+                click.echo(line, err=True)
+                seen["line"] = what
 
         try:
             report = be.wait(app_id, on_update=progress)
         except KeyboardInterrupt:
+            from .backends.base import KILLED_BY_INTERRUPT
+
             click.echo(f"Interrupted: killing {app_id}", err=True)
-            report = be.kill(app_id)
+            report = be.kill(app_id, why=KILLED_BY_INTERRUPT)
     _print_report(report, output)
     _remember(report)
     sys.exit(0 if report.state == JobState.SUCCEEDED else 1)

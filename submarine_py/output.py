@@ -48,7 +48,8 @@ def format_report(report: JobReport) -> str:
         if t.total_seconds is not None:
             head += f", {t.total_seconds:.1f} s since submission"
     if t.gang_ready_seconds is not None:
-        head += f" (gang ready after {t.gang_ready_seconds:.1f} s)"
+        # Same number, same words as the AM's "gang ready" line.
+        head += f" (gang ready {t.gang_ready_seconds:.1f} s after submission)"
     lines = [head]
     if report.tasks:
         with_gpu = any(task.gpu for task in report.tasks)

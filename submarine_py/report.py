@@ -96,7 +96,9 @@ class TaskReport:
     state: TaskState = TaskState.PENDING
     exit_code: Optional[int] = None
     restarts: int = 0
-    attempt: int = 0
+    #: The attempt this task is on, counted from 1 like every attempt shown to people
+    #: (its SUBM_ATTEMPT is one less).
+    attempt: int = 1
     host: Optional[str] = None
     address: Optional[str] = None
     tracked: bool = True

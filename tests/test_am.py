@@ -124,7 +124,7 @@ def test_gang_policy_gives_up_after_max_restarts():
     report, _ = run_job(spec, lambda role, index, attempt: 7 if index == 1 else 0)
     assert report["state"] == "FAILED" and report["attempts"] == 2
     diag = report["diagnostics"]
-    assert "worker:1 failed with exit code 7 (attempt 1)" in diag
+    assert "worker:1 failed with exit code 7 (attempt 2)" in diag
     assert "log: /logs/worker-1.stdout" in diag and "after 1 restart" in diag
 
 
@@ -141,7 +141,7 @@ def test_never_policy_fails_at_the_first_failure():
     spec = dict(WORKERS, restart={"policy": "never", "max_restarts": 5})
     report, _ = run_job(spec, lambda role, index, attempt: 2 if index == 0 else 0)
     assert report["state"] == "FAILED" and report["attempts"] == 1
-    assert "worker:0 failed with exit code 2 (attempt 0)" in report["diagnostics"]
+    assert "worker:0 failed with exit code 2 (attempt 1)" in report["diagnostics"]
     assert "restart policy 'never'" in report["diagnostics"]
 
 

@@ -106,7 +106,7 @@ def test_two_workers_succeed(tmp_path, subm_home, no_leftovers):
         # The log starts with the header line: role, index, attempt, host, command.
         first = out.splitlines()[0]
         assert first.startswith("[subm] ")
-        for part in ("role=worker", f"index={index}", "attempt=0", "host=127.0.0.1", "command: python task.py"):
+        for part in ("role=worker", f"index={index}", "attempt=1", "host=127.0.0.1", "command: python task.py"):
             assert part in first
         assert headers(log_text(report, "worker", index, "stderr"))[0] == first
         # The working directory holds the spec's files.
@@ -143,7 +143,7 @@ def test_text_output_and_set(tmp_path, subm_home):
 # -- restarts --------------------------------------------------------------------------------------
 
 def test_a_task_failing_once_restarts_the_gang(tmp_path, subm_home, no_leftovers):
-    # worker:0 holds on in attempt 0, so the restart has a running task to stop.
+    # worker:0 holds on in its first attempt, so the restart has a running task to stop.
     job = two_workers(tmp_path, mode="fail-once", policy="gang", max_restarts=2, hold_seconds=120)
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -156,14 +156,15 @@ def test_a_task_failing_once_restarts_the_gang(tmp_path, subm_home, no_leftovers
         out = log_text(report, "worker", index)
         # Both tasks ran twice: SUBM_ATTEMPT 0 then 1, each attempt under its own header.
         assert re.findall(r"^task worker:\d attempt (\d)$", out, re.M) == ["0", "1"]
-        assert [re.search(r"attempt=(\d)", h).group(1) for h in headers(out)] == ["0", "1"]
+        # People count attempts from 1: the headers say attempt=1, attempt=2.
+        assert [re.search(r"attempt=(\d)", h).group(1) for h in headers(out)] == ["1", "2"]
     assert "failing on purpose" in log_text(report, "worker", 1)
-    # worker:0 was still running attempt 0 when the gang restarted: it was stopped, not finished.
-    attempt0 = log_text(report, "worker", 0).split("attempt=1")[0]
+    # worker:0 was still running its first attempt when the gang restarted: it was stopped, not finished.
+    attempt0 = log_text(report, "worker", 0).split("attempt=2")[0]
     assert "task worker:0 attempt 0" in attempt0 and "done" not in attempt0
     am_log = (subm_home / "local" / report["app_id"] / "am.log").read_text()
-    assert "worker:1 failed with exit code 3 (attempt 0)" in am_log
-    assert "restarting the gang: attempt 1" in am_log
+    assert "worker:1 failed with exit code 3 (attempt 1)" in am_log
+    assert "restarting the gang: attempt 2 of at most 3" in am_log
 
 
 def test_a_task_failing_always_fails_the_job(tmp_path, subm_home, no_leftovers):
@@ -173,8 +174,10 @@ def test_a_task_failing_always_fails_the_job(tmp_path, subm_home, no_leftovers):
     assert rc == 1
     assert report["state"] == "FAILED" and report["attempts"] == 2
     diag = report["diagnostics"]
-    log = str(subm_home / "local" / report["app_id"] / "logs" / "worker-1.stdout")
-    assert "worker:1" in diag and "exit code 3" in diag and log in diag
+    # The diagnostics name the log that holds the error (stderr) and quote its last lines.
+    log = str(subm_home / "local" / report["app_id"] / "logs" / "worker-1.stderr")
+    assert "worker:1" in diag and "exit code 3" in diag and f"its stderr: {log}" in diag
+    assert diag.endswith("last lines of worker:1's stderr:\n    failing on purpose")
     failed = report["tasks"][1]
     assert (failed["role"], failed["index"], failed["state"], failed["exit_code"]) == ("worker", 1, "FAILED", 3)
     assert "failing on purpose" in log_text(report, "worker", 1, "stderr")

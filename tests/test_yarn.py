@@ -211,7 +211,7 @@ def test_a_failed_task_restarts_the_gang_in_the_same_containers(apps):
     # Both attempts ran in worker 0's one container: its stdout has both headers.
     rc, out, err = subm("logs", report["app_id"], "--role", "worker", "--index", "0", env=YARN)
     assert rc == 0, err
-    assert "role=worker index=0 attempt=0" in out and "role=worker index=0 attempt=1" in out
+    assert "role=worker index=0 attempt=1" in out and "role=worker index=0 attempt=2" in out
     assert "injected failure" in out
 
 
@@ -225,7 +225,7 @@ def test_a_lost_container_is_replaced_and_the_gang_restarts(apps):
     assert "/container_" in report["tasks"][0]["log"]
     rc, am_log, err = subm("logs", report["app_id"], env=YARN)
     assert "worker:0 is gone: its container ended" in am_log, am_log[-2000:]
-    assert "restarting the gang: attempt 1" in am_log
+    assert "restarting the gang: attempt 2" in am_log
 
 
 def test_a_job_failing_after_max_restarts_says_which_task_failed_how_and_where_its_log_is(apps):
@@ -371,8 +371,8 @@ def test_detach_status_and_logs(tmp_path, apps):
 
     rc, out, err = subm("logs", app_id, "--role", "worker", env=YARN)
     assert rc == 0, err
-    assert f"[subm] job={app_id} role=worker index=0 attempt=0" in out
-    assert f"[subm] job={app_id} role=worker index=1 attempt=0" in out
+    assert f"[subm] job={app_id} role=worker index=0 attempt=1" in out
+    assert f"[subm] job={app_id} role=worker index=1 attempt=1" in out
     assert "worker 0 up, waiting for" in out and "a line on stderr" in out
 
     rc, out, err = subm("logs", app_id, "--role", "worker", "--index", "1", env=YARN)
@@ -382,7 +382,7 @@ def test_detach_status_and_logs(tmp_path, apps):
     rc, out, err = subm("logs", app_id, env=YARN)  # no role: the AM's decisions come first
     assert rc == 0, err
     assert out.startswith("==> ApplicationMaster") and "gang ready: all 2 tasks registered" in out
-    assert "role=worker index=1 attempt=0" in out
+    assert "role=worker index=1 attempt=1" in out
 
     rc, out, err = subm("logs", app_id, "--role", "chief", env=YARN)
     assert rc == 1 and "Error: no task chief" in err and "roles: worker" in err
@@ -394,6 +394,6 @@ def test_detach_status_and_logs(tmp_path, apps):
                                headers={"Accept": "application/json"}, timeout=10).json()
         names = {f["fileName"] for f in listing["containerLogsInfo"]["containerLogInfo"]}
         assert {"stdout", "stderr"} <= names
-        header = f"[subm] job={app_id} role=worker index={task['index']} attempt=0 host="
+        header = f"[subm] job={app_id} role=worker index={task['index']} attempt=1 host="
         for name in ("stdout", "stderr"):
             assert container_log(task, name).startswith(header), f"{cid}/{name}"

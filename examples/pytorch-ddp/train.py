@@ -88,7 +88,7 @@ def main() -> int:
     def say(msg: str) -> None:
         print(prefix + msg, flush=True)
 
-    say(f"rank {rank}/{world}, attempt {attempt}, master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, "
+    say(f"rank {rank}/{world}, attempt {attempt + 1}, master {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}, "
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
 
     torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)

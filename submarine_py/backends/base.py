@@ -32,6 +32,12 @@ class Request(Protocol):
         ...
 
 
+#: What a job stopped by `subm kill` says it was stopped by.
+KILLED_BY_USER = "killed by `subm kill`"
+#: ... and one whose `subm run` was interrupted (Ctrl-C, or SIGTERM to subm).
+KILLED_BY_INTERRUPT = "killed: `subm run` was interrupted (Ctrl-C or SIGTERM)"
+
+
 class Backend:
     """Submits planned jobs and answers for them afterwards."""
 
@@ -53,7 +59,8 @@ class Backend:
     def status(self, app_id: str) -> JobReport:
         raise NotImplementedError
 
-    def kill(self, app_id: str) -> JobReport:
+    def kill(self, app_id: str, why: str = KILLED_BY_USER) -> JobReport:
+        """Stop the job and every task; ``why`` becomes its diagnostics."""
         raise NotImplementedError
 
     def list(self, include_finished: bool = False) -> List[JobReport]:

@@ -32,8 +32,24 @@ from .gpu_usage import GpuUsage, add_samples, idle_seconds_setting, sample_secon
 log = logging.getLogger("subm.am")
 
 STOP_GRACE_SECONDS = 10
+#: How much of a failed task's stderr its diagnostics quote (the executor reads the same bounds).
+STDERR_TAIL_LINES = 20
+STDERR_TAIL_BYTES = 2048
 #: Decisions kept in the report (the AM's log has all of them).
 MAX_EVENTS = 200
+
+
+def shown(attempt: int) -> int:
+    """An attempt as people see it: counted from 1. ``SUBM_ATTEMPT`` (and the AM inside)
+    count restarts from 0, so attempt N runs with SUBM_ATTEMPT=N-1."""
+    return attempt + 1
+
+
+def quote_tail(text: str) -> str:
+    """The last lines of a stream, bounded and indented for diagnostics."""
+    lines = text.encode("utf-8", "replace")[-STDERR_TAIL_BYTES:].decode("utf-8", "replace").splitlines()
+    lines = [line.rstrip() for line in lines if line.strip()][-STDERR_TAIL_LINES:]
+    return "\n".join("    " + line for line in lines)
 
 
 @dataclass
@@ -156,7 +172,7 @@ class ApplicationMaster:
             ts.state = TaskState.REGISTERED
             ex.attempt = ts.attempt
             ts.log = self.containers.log_location(ts.plan, ex_id)
-            log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, ts.attempt, ex_id)
+            log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, shown(ts.attempt), ex_id)
             self._maybe_run()
             return {"index": ts.plan.index, "attempt": ts.attempt}
 
@@ -191,7 +207,12 @@ class ApplicationMaster:
             attempt, code = body.get("attempt"), int(body["exit_code"])
             if attempt != ts.attempt or ts.state not in (TaskState.RUNNING, TaskState.REGISTERED):
                 return  # an older attempt, stopped on purpose
-            self._task_ended(ts, code, stopped=bool(body.get("stopped")))
+            tail = body.get("stderr_tail")
+            if code != 0 and not body.get("stopped") and not isinstance(tail, str):
+                tail = self.containers.stderr_tail(ts.plan, ex.id)
+            self._task_ended(ts, code, stopped=bool(body.get("stopped")),
+                             stderr=(self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or ""),
+                                     tail or ""))
 
     def on_gpu(self, body: Dict[str, Any]) -> None:
         """GPU samples of an executor's task (utilization %, memory used)."""
@@ -237,11 +258,15 @@ class ApplicationMaster:
         if self.phase == Phase.STARTING:
             if any(ts.state != TaskState.REGISTERED for ts in self.tasks.values()):
                 return
-            elapsed = time.monotonic() - self.gang_started
+            # The first time: seconds since submission, the number the report's timings (and the
+            # summary line) carry; after a restart: seconds since that restart.
             if self.gang_ready_seconds is None:
                 self.gang_ready_seconds = round(time.time() - self.submitted_at, 3)
-            self._decide("gang ready: all %d tasks registered (attempt %d) in %.2f s",
-                         len(self.tasks), self.attempt, elapsed)
+                since = f"{self.gang_ready_seconds:.1f} s after submission"
+            else:
+                since = f"{time.monotonic() - self.gang_started:.1f} s after the restart"
+            self._decide("gang ready: all %d tasks registered (attempt %d), %s",
+                         len(self.tasks), shown(self.attempt), since)
             self.phase = Phase.RUNNING
         self.cluster = self.plan.cluster_spec({ts.key: ts.address for ts in self.tasks.values()})
         hold = self.plan.framework.reuses_port
@@ -251,18 +276,20 @@ class ApplicationMaster:
                 continue
             env = self.plan.task_env(ts.plan, self.cluster, self.job_id, ts.attempt)
             header = (f"[subm] job={self.job_id} role={ts.plan.role} index={ts.plan.index} "
-                      f"attempt={ts.attempt} host={ts.host} container={ex.info.get('container') or ex.id} "
+                      f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")
             ts.state = TaskState.RUNNING
             self._send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
                        hold_port=hold, header=header, gpus=ts.plan.resources.gpus,
                        gpu_sample_seconds=self.gpu_sample_seconds)
 
-    def _task_ended(self, ts: Task, code: int, stopped: bool = False, why: str = "") -> None:
+    def _task_ended(self, ts: Task, code: int, stopped: bool = False, why: str = "",
+                    stderr: Tuple[str, str] = ("", "")) -> None:
+        """``stderr``: where the task's stderr is, and its last lines (for a failure)."""
         ts.exit_code = code
         if code == 0 and not stopped:
             ts.state = TaskState.SUCCEEDED
-            self._decide("%s succeeded (attempt %d)", ts.plan.id, ts.attempt)
+            self._decide("%s succeeded (attempt %d)", ts.plan.id, shown(ts.attempt))
             if all(t.state == TaskState.SUCCEEDED for t in self.tasks.values() if t.plan.tracked):
                 untracked = [t.plan.id for t in self.tasks.values() if t.state == TaskState.RUNNING]
                 self._decide("every tracked task succeeded%s",
@@ -270,11 +297,19 @@ class ApplicationMaster:
                 self._finish(JobState.SUCCEEDED, "")
             return
         ts.state = TaskState.FAILED
-        where = f"; log: {ts.log}" if ts.log else ""
+        stderr_log, tail = stderr
+        tail = quote_tail(tail)
+        # Name the log that holds the error: its stderr, where known.
+        where = f"; its stderr: {stderr_log}" if stderr_log else f"; log: {ts.log}" if ts.log else ""
         reason = why or f"exit code {code}"
-        self._decide("%s failed with %s (attempt %d)%s", ts.plan.id, reason, ts.attempt, where, level=logging.WARNING)
+        last = f"; last stderr line: {tail.splitlines()[-1].strip()}" if tail else ""
+        self._decide("%s failed with %s (attempt %d)%s%s", ts.plan.id, reason, shown(ts.attempt), where, last,
+                     level=logging.WARNING)
+        if tail:
+            log.warning("last lines of %s's stderr (attempt %d):\n%s", ts.plan.id, shown(ts.attempt), tail)
         policy, limit = self.plan.job.restart.policy, self.plan.job.restart.max_restarts
-        failure = f"{ts.plan.id} failed with {reason} (attempt {ts.attempt}){where}"
+        failure = f"{ts.plan.id} failed with {reason} (attempt {shown(ts.attempt)}){where}"
+        quoted = f"\nlast lines of {ts.plan.id}'s stderr:\n{tail}" if tail else ""
         if policy == RestartPolicy.GANG and self.gang_restarts < limit:
             self.gang_restarts += 1
             self._restart_gang(failure)
@@ -284,12 +319,12 @@ class ApplicationMaster:
             spent = (f"after {limit} restart{'s' if limit != 1 else ''}"
                      if policy != RestartPolicy.NEVER and limit else f"restart policy '{policy}'"
                      if policy == RestartPolicy.NEVER else "max_restarts is 0")
-            self._finish(JobState.FAILED, f"{failure}; job failed ({spent})")
+            self._finish(JobState.FAILED, f"{failure}; job failed ({spent}){quoted}")
 
     def _restart_gang(self, why: str) -> None:
         self.attempt += 1
         self._decide("restarting the gang: attempt %d of at most %d, because %s",
-                     self.attempt, self.plan.job.restart.max_restarts + 1, why)
+                     shown(self.attempt), self.plan.job.restart.max_restarts + 1, why)
         self.phase = Phase.STARTING
         self.gang_started = time.monotonic()
         for ts in self.tasks.values():
@@ -308,7 +343,8 @@ class ApplicationMaster:
         ts.attempt += 1
         ts.state = TaskState.PENDING
         ts.exit_code = None
-        self._decide("restarting %s alone: its attempt %d, because %s", ts.plan.id, ts.attempt, why)
+        self._decide("restarting %s alone: its attempt %d of at most %d, because %s", ts.plan.id,
+                     shown(ts.attempt), self.plan.job.restart.max_restarts + 1, why)
         ex = self._live_executor(ts)
         if ex is not None:
             self._send(ex, "register", attempt=ts.attempt)
@@ -463,7 +499,7 @@ class ApplicationMaster:
                     else self.containers.describe_role(ts.plan.role))
             parts.append(f"{ts.plan.id} ({word or 'not registered'})")
         self._finish(JobState.FAILED, f"gang not complete within timeouts.gang_seconds "
-                               f"({self.plan.job.timeouts.gang_seconds} s), attempt {self.attempt}; "
+                               f"({self.plan.job.timeouts.gang_seconds} s), attempt {shown(self.attempt)}; "
                                f"missing: {', '.join(parts)}")
 
     # ---------------------------------------------------------------- report
@@ -472,7 +508,7 @@ class ApplicationMaster:
             end = self.finished_at or time.time()
             tasks = tuple(TaskReport(
                 role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
-                restarts=ts.restarts, attempt=ts.attempt, host=ts.host, address=ts.address,
+                restarts=ts.restarts, attempt=shown(ts.attempt), host=ts.host, address=ts.address,
                 tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
                 gpu=ts.gpu.summary(self.gpu_idle_seconds), **self.containers.details(ts.executor),
             ) for ts in self.tasks.values())

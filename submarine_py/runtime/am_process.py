@@ -19,6 +19,11 @@ from .am import ApplicationMaster
 from .server import serve
 
 
+#: How the diagnostics of a job whose AM was signalled begin (YARN's own, when it killed the
+#: application with a reason, say more: see the YARN backend's status()).
+SIGNALLED = "the ApplicationMaster received"
+
+
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
@@ -45,7 +50,7 @@ def run_am(am: ApplicationMaster, bind_host: str, advertise_host: str,
         on_ready()
 
     def on_signal(signum: int, frame: Any) -> None:
-        am.kill_requested = f"received {signal.Signals(signum).name}"
+        am.kill_requested = f"{SIGNALLED} {signal.Signals(signum).name}"
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)

@@ -59,6 +59,15 @@ class Containers:
         """Where the task's stdout/stderr can be read (a path or a URL)."""
         return ""
 
+    def stderr_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        """Where the task's stderr alone can be read (a path or a URL); "" if unknown."""
+        return ""
+
+    def stderr_tail(self, task: TaskPlan, executor: Optional[str]) -> str:
+        """The end of the task's stderr since its last attempt began, when the executor could
+        not send it (it sends it where its stderr is a file it can read)."""
+        return ""
+
     def details(self, executor: Optional[str]) -> Dict[str, str]:
         """Extra facts about an executor for its task's report: fields of :class:`TaskReport`
         (YARN: ``container_id``, ``node_http``). Must be cheap."""

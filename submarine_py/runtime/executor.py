@@ -26,6 +26,7 @@ import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -35,6 +36,9 @@ import urllib.request
 
 AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
 POLL_SECONDS = 20
+#: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
+TAIL_LINES = 20
+TAIL_BYTES = 2048
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 #: Pids that subprocess.Popen reaps itself (reaping them here would lose their exit code).
@@ -269,6 +273,35 @@ def log_to_container(env):
         os.close(target)
 
 
+def _stderr_path():
+    """The file this process's stderr writes to, or None (a pipe or a terminal: in a local
+    Docker container the backend reads the tail itself)."""
+    try:
+        if not stat.S_ISREG(os.fstat(2).st_mode):
+            return None
+        path = os.readlink("/proc/self/fd/2")
+    except OSError:
+        return None
+    return path if os.path.isfile(path) else None
+
+
+def stderr_tail(path, start):
+    """The last lines (at most TAIL_LINES, TAIL_BYTES) written to ``path`` since offset ``start``."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            begin = max(start, end - TAIL_BYTES)
+            f.seek(begin)
+            data = f.read(end - begin)
+    except (OSError, ValueError):
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()
+    if begin > start and lines:
+        lines = lines[1:]  # the first line was cut
+    return "\n".join(lines[-TAIL_LINES:])
+
+
 def _index_from_container_id(container_id):
     tail = (container_id or "").rsplit("_", 1)[-1]
     return tail if tail.isdigit() else None
@@ -287,6 +320,8 @@ class Executor:
         self.reservation = None
         self.child = None
         self.child_attempt = None
+        #: Where this attempt's stderr begins (path, offset), when stderr is a readable file.
+        self.stderr_start = None
         self.stopping = False
         self.seq = 0
         self.done = threading.Event()
@@ -327,6 +362,11 @@ class Executor:
         for stream in (sys.stdout, sys.stderr):
             stream.write(header + "\n")
             stream.flush()
+        path = _stderr_path()
+        try:
+            self.stderr_start = (path, os.fstat(2).st_size) if path else None
+        except OSError:
+            self.stderr_start = None
         if not instr.get("hold_port"):
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
@@ -400,9 +440,13 @@ class Executor:
         self.report_exit(attempt, code, stopped)
 
     def report_exit(self, attempt, code, stopped):
+        body = {"executor": self.executor_id, "attempt": attempt, "exit_code": code, "stopped": stopped}
+        if code != 0 and not stopped and self.stderr_start:
+            tail = stderr_tail(*self.stderr_start)
+            if tail is not None:
+                body["stderr_tail"], body["stderr_log"] = tail, self.stderr_start[0]
         try:
-            self.am.call("POST", "/v1/exit", {"executor": self.executor_id, "attempt": attempt,
-                                              "exit_code": code, "stopped": stopped})
+            self.am.call("POST", "/v1/exit", body)
         except Exception as exc:
             _log("could not report exit code %s to the AM: %s" % (code, exc))
 

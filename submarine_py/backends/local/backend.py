@@ -33,7 +33,7 @@ from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
 from ...states import JobState, Phase
-from ..base import Backend
+from ..base import KILLED_BY_USER, Backend
 
 AM_START_SECONDS = 30
 #: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
@@ -196,13 +196,14 @@ class LocalBackend(Backend):
             app_id=app_id, state=JobState.FAILED, backend=self.name, final=True, attempts=1,
             diagnostics=f"the ApplicationMaster died without a report; see {job_dir}/am.log"))
 
-    def kill(self, app_id: str) -> JobReport:
+    def kill(self, app_id: str, why: str = KILLED_BY_USER) -> JobReport:
         job_dir = self.job_dir(app_id)
         report = self.status(app_id)
         if report.final:
             return report
         pid = self._am_pid(job_dir)
-        if pid and pid_alive(pid):
+        # Ask the AM, saying why (its report then names `subm kill`); a signal if it cannot hear.
+        if not self._ask_am_to_kill(job_dir, why) and pid and pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
         report = self.wait_final(app_id, 40)
         if report.final:
@@ -210,6 +211,17 @@ class LocalBackend(Backend):
         if pid and pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
         return self.status(app_id)
+
+    def _ask_am_to_kill(self, job_dir: str, why: str) -> bool:
+        info = self._am_info(job_dir)
+        if not info.get("url") or not info.get("token"):
+            return False
+        try:
+            requests.post(info["url"] + "/v1/kill", json={"why": why}, timeout=5,
+                          headers={"Authorization": f"Bearer {info['token']}"}).raise_for_status()
+        except requests.RequestException:
+            return False
+        return True
 
     def list(self, include_finished: bool = False) -> List[JobReport]:
         out = []
@@ -288,7 +300,14 @@ def _with_submission(job_dir: str, report: JobReport) -> JobReport:
 
 
 def _roles(job_dir: str) -> List[str]:
-    names = {os.path.basename(p).rsplit(".", 1)[0] for p in glob.glob(os.path.join(job_dir, "logs", "*"))}
+    """The job's roles (not its tasks): from the spec, else from the log files' names."""
+    try:
+        with open(os.path.join(job_dir, "job.json")) as f:
+            return sorted(json.load(f)["spec"]["roles"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    names = {re.sub(r"-[0-9]+$", "", os.path.basename(p).rsplit(".", 1)[0])
+             for p in glob.glob(os.path.join(job_dir, "logs", "*.std*"))}
     return sorted(names)
 
 

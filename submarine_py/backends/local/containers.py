@@ -152,6 +152,22 @@ class LocalContainers(Containers):
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         return self.log_path(task)
 
+    def stderr_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        return self.log_path(task, "stderr")
+
+    def stderr_tail(self, task: TaskPlan, executor: Optional[str]) -> str:
+        """What the last attempt wrote to stderr (after its header line), from the file this
+        backend writes; needed in Docker, where the executor's stderr is a pipe."""
+        try:
+            with open(self.log_path(task, "stderr"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        header = text.rfind("[subm] job=")
+        return text[text.index("\n", header) + 1 if header >= 0 and "\n" in text[header:] else 0:]
+
     def close(self) -> None:
         for ex_id in list(self.procs):
             self.kill(ex_id)

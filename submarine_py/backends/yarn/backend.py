@@ -22,7 +22,8 @@ from ...plan import Plan
 from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase
 from ...units import format_memory
-from ..base import Backend
+from ..base import KILLED_BY_USER, Backend
+from ...runtime.am_process import SIGNALLED
 from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, node_log
 
@@ -179,6 +180,10 @@ class YarnBackend(Backend):
                          tracking_url=app.get("trackingUrl"))
         if done:  # else the AM's own word (RUNNING, or its verdict while finishing)
             report = replace(report, state=state)
+        if done and state == JobState.KILLED and app.get("diagnostics") and \
+                report.diagnostics.startswith(SIGNALLED):
+            # The AM only saw YARN's SIGTERM; YARN knows who killed it and why (`subm kill` says).
+            report = replace(report, diagnostics=app["diagnostics"])
         if done and not report.diagnostics and state != JobState.SUCCEEDED:
             default = "killed" if state == JobState.KILLED else ""
             report = replace(report, diagnostics=app.get("diagnostics") or default)
@@ -208,11 +213,11 @@ class YarnBackend(Backend):
         except ValueError:
             return None
 
-    def kill(self, app_id: str) -> JobReport:
+    def kill(self, app_id: str, why: str = KILLED_BY_USER) -> JobReport:
         report = self.status(app_id)
         if report.final:
             return report
-        self.rm.kill(app_id)
+        self.rm.kill(app_id, diagnostics=why)
         return self.wait_final(app_id, 60)
 
     def list(self, include_finished: bool = False) -> List[JobReport]:

@@ -123,6 +123,10 @@ class YarnContainers(Containers):
             return ""
         return f"http://{c.yarn_node_http_address}/node/containerlogs/{c.yarn_container_id}/{self.user}"
 
+    def stderr_location(self, task: TaskPlan, executor: Optional[str]) -> str:
+        logs = self.log_location(task, executor)
+        return f"{logs}/stderr" if logs else ""
+
     def details(self, executor: Optional[str]) -> Dict[str, str]:
         c = self.containers.get(executor) if executor else None
         if c is None:

@@ -180,9 +180,11 @@ class ResourceManager:
             params["user"] = user
         return ((self._get("/ws/v1/cluster/apps", **params) or {}).get("apps") or {}).get("app") or []
 
-    def kill(self, app_id: str) -> None:
+    def kill(self, app_id: str, diagnostics: str = "") -> None:
+        """Kill an application; ``diagnostics`` (3.1+) become YARN's diagnostics of it."""
+        body = {"state": "KILLED", **({"diagnostics": diagnostics} if diagnostics else {})}
         try:
-            resp = self.session.put(f"{self.url}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"},
+            resp = self.session.put(f"{self.url}/ws/v1/cluster/apps/{app_id}/state", json=body,
                                     timeout=self.timeout)
         except requests.RequestException as exc:
             raise BackendError(f"cannot reach the ResourceManager at {self.url}: {exc}") from None
