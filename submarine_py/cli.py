@@ -120,12 +120,13 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     if not quiet:
         click.echo(f"Backend: {name}{why}", err=True)
     with _TermAsInterrupt():
+        # Progress lines count from submission, as the AM's times ("gang ready ... after submission") do.
+        start, wall_start = time.monotonic(), time.time()
         app_id = be.submit(request, detach=detach)
         if detach:
             click.echo(to_json({"app_id": app_id, "backend": name}) if output == "json" else app_id)
             return
         click.echo(f"Submitted {plan.job.name} as {app_id}", err=True)
-        start, wall_start = time.monotonic(), time.time()
         seen = {"events": 0, "line": ""}
 
         def progress(report: JobReport) -> None:

@@ -237,9 +237,13 @@ def test_a_job_failing_after_max_restarts_says_which_task_failed_how_and_where_i
     failed = report["tasks"][1]
     assert (failed["role"], failed["index"], failed["state"], failed["exit_code"]) == ("worker", 1, "FAILED", 3)
     diagnostics = report["diagnostics"]
-    assert "worker:1" in diagnostics and "exit code 3" in diagnostics
+    assert "worker:1" in diagnostics and "exit code 3 (attempt 2)" in diagnostics
     assert failed["log"] and failed["log"] in diagnostics
     assert "/node/containerlogs/container_" in failed["log"]
+    # The error was on stderr only: the diagnostics name that log and quote what attempt 2 wrote
+    # there (the executor sent it from the container with the exit code).
+    assert f"its stderr: {failed['log']}/stderr;" in diagnostics
+    assert diagnostics.endswith("last lines of worker:1's stderr:\n    worker 1 gives up")
     # YARN's own record of the application (what the YARN UI shows) says the same.
     app = rm_app(report["app_id"])
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "FAILED")
@@ -313,6 +317,9 @@ def test_list_and_kill_a_running_job_leaves_no_container(apps):
     assert rc == 0, err
     assert report["state"] == "KILLED"
     assert rm_app(app_id)["state"] == "KILLED"
+    # Reported as killed by `subm kill` (YARN's diagnostics carry it), not as a signal the AM got.
+    assert "killed by `subm kill`" in report["diagnostics"] and "SIGTERM" not in report["diagnostics"]
+    assert "killed by `subm kill`" in status(app_id)["diagnostics"]
     wait_for(lambda: no_running_container(app_id), timeout=20, what=f"no container of {app_id} running",
              interval=0.5)
 
