@@ -169,7 +169,8 @@ def format_plan(plan: Plan, envs: Dict[str, Dict[str, str]]) -> str:
     job = plan.job
     r = job.restart
     lines = [f"Job {job.name}: framework {job.framework}, queue {job.queue}, restart {r.policy} "
-             f"(max_restarts {r.max_restarts}), gang timeout {job.timeouts.gang_seconds} s"]
+             f"(max_restarts {r.max_restarts}), gang timeout {job.timeouts.gang_seconds} s, "
+             f"stop grace {job.timeouts.stop_grace_seconds:g} s"]
     if job.files:
         lines.append("Files: " + ", ".join(f"{d} <- {s}" for d, s in job.files.items()))
     for t in plan.tasks:

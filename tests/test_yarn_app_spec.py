@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.app_spec import ENVCACHE_FILE, EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import JobSpec
 
@@ -83,14 +83,38 @@ def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):
     assert spec.master.env["SUBM_TOKEN"] == "secret"
 
 
-def test_a_packed_environment_is_localized_and_unpacked_everywhere(tmp_path):
+def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp_path):
     archive = tmp_path / "env.tar.gz"
     archive.write_bytes(b"")
-    spec = build(tmp_path, environment={"archive": str(archive)})
-    assert spec.master.files["environment"].type == "ARCHIVE"
-    assert spec.services["worker"].files["environment"].type == "ARCHIVE"
-    assert "exec ./environment/bin/python" in spec.services["worker"].script
-    assert 'export PATH="$PWD/environment/bin:$PATH"' in spec.master.script
+    spec = build(tmp_path, environment={"archive": str(archive), "cache_dir": "/var/cache/subm-envs"})
+    # The AM neither localizes nor waits for the archive: it runs with the submitting interpreter.
+    assert set(spec.master.files) == {JOB_FILE}
+    assert "SUBM_PY=/opt/py/bin/python3" in spec.master.script
+    worker = spec.services["worker"]
+    # YARN copies it as a file (no per-container unpack); the executor unpacks it once per node.
+    assert worker.files["subm-environment.tar.gz"].type == "FILE"
+    assert worker.files[ENVCACHE_FILE].type == "FILE"
+    assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.tar.gz"
+    assert worker.env["SUBM_ENV_CACHE"] == "/var/cache/subm-envs"
+    assert 'exec "$SUBM_PY" subm_executor.py' in worker.script
+
+
+def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):
+    archive = tmp_path / "env.zip"
+    archive.write_bytes(b"")
+    (tmp_path / "train.py").write_text("")
+    plan = make_plan(JobSpec.from_dict({"name": "j", "roles": {"worker": {"command": "true"}},
+                                        "environment": {"archive": str(archive)}}))
+    opts = YarnOptions(job_file="job.json", token="t", rm_url="http://rm:8088", archive_sha256="ab" * 32)
+    worker = build_application_spec(plan, opts).services["worker"]
+    assert worker.env["SUBM_ENV_SHA256"] == "ab" * 32
+    assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.zip"
+    assert "SUBM_ENV_CACHE" not in worker.env  # the executor's default: /tmp/subm-envs-<uid>
+
+
+def test_the_stop_grace_reaches_every_executor(tmp_path):
+    spec = build(tmp_path, timeouts={"stop_grace_seconds": 0.5})
+    assert {s.env["SUBM_STOP_GRACE"] for s in spec.services.values()} == {"0.5"}
 
 
 def test_the_spec_round_trips_through_skeins_yaml(tmp_path):

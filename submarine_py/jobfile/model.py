@@ -35,6 +35,11 @@ _IMAGE = re.compile(
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
 RESERVED_ENV_PREFIX = "SUBM_"
+#: 3 s: enough for a task to flush logs and close files on SIGTERM, short enough that a
+#: framework that ignores SIGTERM adds little to each gang restart (YARN's own SIGTERM-SIGKILL
+#: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
+DEFAULT_STOP_GRACE_SECONDS = 3.0
+MAX_STOP_GRACE_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,11 @@ class Timeouts:
     gang_seconds: int = 300
     #: The whole job must end within this many seconds (None: no limit).
     job_seconds: Optional[int] = None
+    #: How long a task may take to exit after SIGTERM (job end, gang restart, kill) before
+    #: SIGKILL. A task that exits sooner is not waited for. The trade-off: time to write a
+    #: checkpoint on SIGTERM against time added to every restart by a task that never exits
+    #: on SIGTERM (TensorFlow catches it once its strategy is up).
+    stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -78,15 +88,19 @@ class EnvironmentSpec:
     """How Python reaches YARN containers.
 
     ``python``: an interpreter path present on every node (default: the
-    submitting interpreter). ``archive``: a conda-pack/venv-pack ``.tar.gz``
-    localized and unpacked by YARN; its interpreter is ``bin/python`` inside.
+    submitting interpreter). ``archive``: a conda-pack/venv-pack ``.tar.gz`` or
+    ``.zip``, unpacked once per node into ``cache_dir`` (default
+    ``/tmp/subm-envs-<uid>``) and reused by later containers and jobs with the
+    same content; tasks find its ``bin`` first on PATH.
     """
 
     python: Optional[str] = None
     archive: Optional[str] = None
+    cache_dir: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {k: v for k, v in (("python", self.python), ("archive", self.archive)) if v}
+        return {k: v for k, v in (("python", self.python), ("archive", self.archive),
+                                  ("cache_dir", self.cache_dir)) if v}
 
 
 @dataclass(frozen=True)
@@ -134,7 +148,8 @@ class JobSpec:
             "framework": self.framework,
             "queue": self.queue,
             "restart": {"policy": self.restart.policy.value, "max_restarts": self.restart.max_restarts},
-            "timeouts": {"gang_seconds": self.timeouts.gang_seconds},
+            "timeouts": {"gang_seconds": self.timeouts.gang_seconds,
+                         "stop_grace_seconds": self.timeouts.stop_grace_seconds},
             "roles": {name: role.to_dict() for name, role in self.roles.items()},
             "files": dict(self.files),
         }
@@ -189,6 +204,15 @@ class _Builder(ProblemCollector):
             self.fail(path, f"expected a whole number >= {minimum}, got {_show(value)}")
             return default
         return value
+
+    def seconds(self, value: Any, path: str, default: float, maximum: float) -> float:
+        """A duration in seconds: a number (whole or not) from 0 to ``maximum``."""
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= maximum:
+            self.fail(path, f"expected a number of seconds from 0 to {maximum:g}, got {_show(value)}")
+            return default
+        return float(value)
 
     def string(self, value: Any, path: str, default: Optional[str] = None, required: bool = False) -> Optional[str]:
         if value is None:
@@ -247,11 +271,13 @@ class _Builder(ProblemCollector):
         return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
 
     def timeouts(self, value: Any) -> Timeouts:
-        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds"))
+        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds"))
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0)
-        return Timeouts(gang_seconds=gang, job_seconds=job_s)
+        grace = self.seconds(d.get("stop_grace_seconds"), "timeouts.stop_grace_seconds",
+                             DEFAULT_STOP_GRACE_SECONDS, MAX_STOP_GRACE_SECONDS)
+        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace)
 
     def roles(self, value: Any, job_docker: Optional[DockerSpec]) -> Dict[str, RoleSpec]:
         if value is None:
@@ -378,9 +404,14 @@ class _Builder(ProblemCollector):
         return out
 
     def environment(self, value: Any) -> EnvironmentSpec:
-        d = self.mapping(value, "environment", ("python", "archive"))
+        d = self.mapping(value, "environment", ("python", "archive", "cache_dir"))
         python = self.string(d.get("python"), "environment.python")
         archive = self.string(d.get("archive"), "environment.archive")
+        cache_dir = self.string(d.get("cache_dir"), "environment.cache_dir")
+        if cache_dir and not os.path.isabs(cache_dir):
+            self.fail("environment.cache_dir", f"expected an absolute path on the nodes, got {cache_dir!r}")
+        elif cache_dir and not archive:
+            self.fail("environment.cache_dir", "only used with environment.archive (where archives are unpacked)")
         if python and archive:
             self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
         if archive and "://" not in archive:
@@ -389,7 +420,7 @@ class _Builder(ProblemCollector):
                 self.fail("environment.archive", f"{archive} does not exist")
             elif not archive.endswith((".tar.gz", ".tgz", ".zip")):
                 self.fail("environment.archive", "expected a .tar.gz, .tgz or .zip made by conda-pack or venv-pack")
-        return EnvironmentSpec(python=python, archive=archive)
+        return EnvironmentSpec(python=python, archive=archive, cache_dir=cache_dir or None)
 
     def tags(self, value: Any) -> Tuple[str, ...]:
         if value is None:

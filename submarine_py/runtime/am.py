@@ -31,10 +31,12 @@ from .gpu_usage import GpuUsage, add_samples, idle_seconds_setting, sample_secon
 
 log = logging.getLogger("subm.am")
 
-STOP_GRACE_SECONDS = 10
 #: How much of a failed task's stderr its diagnostics quote (the executor reads the same bounds).
 STDERR_TAIL_LINES = 20
 STDERR_TAIL_BYTES = 2048
+#: How long the AM waits beyond the job's stop grace for executors to report and leave
+#: (they report within moments of their task's exit; this covers a slow or loaded node).
+STOP_MARGIN_SECONDS = 5
 #: Decisions kept in the report (the AM's log has all of them).
 MAX_EVENTS = 200
 
@@ -128,6 +130,8 @@ class ApplicationMaster:
             self.user: Optional[str] = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         except (KeyError, OSError):  # a uid without a passwd entry (some containers)
             self.user = None
+        #: SIGTERM -> SIGKILL for every stop of a task (sent with each instruction that stops one).
+        self.grace = float(plan.job.timeouts.stop_grace_seconds)
 
     # ------------------------------------------------------------------ utils
     def _decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
@@ -148,7 +152,7 @@ class ApplicationMaster:
     def executor_env(self, task: TaskPlan) -> Dict[str, str]:
         """What the containers must put in an executor's environment."""
         return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
-                "SUBM_ROLE": task.role, "SUBM_INDEX": str(task.index)}
+                "SUBM_ROLE": task.role, "SUBM_INDEX": str(task.index), "SUBM_STOP_GRACE": f"{self.grace:g}"}
 
     # -------------------------------------------------------- executor calls
     def on_register(self, body: Dict[str, Any]) -> Dict[str, Any]:
@@ -205,6 +209,9 @@ class ApplicationMaster:
                 return
             ts = self.tasks[ex.task]
             attempt, code = body.get("attempt"), int(body["exit_code"])
+            if attempt == ts.attempt and ts.state in (TaskState.STOPPED, TaskState.KILLED) and ts.exit_code is None:
+                ts.exit_code = code  # stopped at the job's end: 128+15 exited on SIGTERM, 137 needed SIGKILL
+                return
             if attempt != ts.attempt or ts.state not in (TaskState.RUNNING, TaskState.REGISTERED):
                 return  # an older attempt, stopped on purpose
             tail = body.get("stderr_tail")
@@ -334,7 +341,7 @@ class ApplicationMaster:
             ts.exit_code = None
             ex = self._live_executor(ts)
             if ex is not None:
-                self._send(ex, "register", attempt=ts.attempt)
+                self._send(ex, "register", attempt=ts.attempt, grace=self.grace)
             else:
                 self._need_executor(ts)
 
@@ -347,7 +354,7 @@ class ApplicationMaster:
                      shown(ts.attempt), self.plan.job.restart.max_restarts + 1, why)
         ex = self._live_executor(ts)
         if ex is not None:
-            self._send(ex, "register", attempt=ts.attempt)
+            self._send(ex, "register", attempt=ts.attempt, grace=self.grace)
         else:
             self._need_executor(ts)
 
@@ -374,7 +381,7 @@ class ApplicationMaster:
                 ts.state = TaskState.STOPPED if state != JobState.KILLED else TaskState.KILLED
         for ex in self.executors.values():
             if ex.alive:
-                self._send(ex, "exit", code=0, grace=STOP_GRACE_SECONDS)
+                self._send(ex, "exit", code=0, grace=self.grace)
         self.to_launch.clear()
         self._decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
 
@@ -415,7 +422,7 @@ class ApplicationMaster:
                 if self.phase == Phase.FINISHING:
                     finishing_since = finishing_since or now
                     alive = [e for e in self.executors.values() if e.alive]
-                    if not alive or now - finishing_since > STOP_GRACE_SECONDS + 5:
+                    if not alive or now - finishing_since > self.grace + STOP_MARGIN_SECONDS:
                         break
                     # An executor that never registered polls no instructions, so it cannot
                     # hear "exit" (e.g. after a gang timeout): stop it now instead of waiting.

@@ -19,7 +19,7 @@ The executor outlives attempts, so a gang restart needs no new containers.
 Settings come from the environment: SUBM_TOKEN, SUBM_ROLE, SUBM_AM_URL (or
 SUBM_AM_DISCOVERY), SUBM_EXECUTOR_ID (or skein's SKEIN_CONTAINER_ID), and
 optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST, SUBM_WORKDIR,
-SUBM_LOG_TO_CONTAINER.
+SUBM_LOG_TO_CONTAINER, SUBM_STOP_GRACE (SIGTERM -> SIGKILL when stopped by a signal).
 """
 import json
 import os
@@ -35,6 +35,9 @@ import urllib.error
 import urllib.request
 
 AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
+#: SIGTERM -> SIGKILL when the task is stopped; the AM sends the job's
+#: timeouts.stop_grace_seconds with every stop and in SUBM_STOP_GRACE.
+DEFAULT_GRACE = float(os.environ.get("SUBM_STOP_GRACE", "3"))
 POLL_SECONDS = 20
 #: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
 TAIL_LINES = 20
@@ -302,6 +305,69 @@ def stderr_tail(path, start):
     return "\n".join(lines[-TAIL_LINES:])
 
 
+class ShippedEnvironment:
+    """The job's packed environment (``environment.archive``), made ready in the background.
+
+    The archive arrives as a plain file (SUBM_ENV_ARCHIVE); the node's cache unpacks it once
+    (``envcache.py``, shipped beside this file) while the executor registers, and the task
+    starts with its ``bin`` first on PATH. ``./environment`` links to it, as YARN's unpacked
+    archive would be.
+    """
+
+    def __init__(self, env, workdir):
+        self.archive = os.path.abspath(env["SUBM_ENV_ARCHIVE"])
+        self.sha256 = env.get("SUBM_ENV_SHA256") or None
+        self.cache_dir = env.get("SUBM_ENV_CACHE") or None
+        self.max_age_days = float(env.get("SUBM_ENV_CACHE_DAYS") or 7)
+        self.workdir = workdir
+        self.path = None
+        self.error = None
+        self.lock_fd = None  # held open while we live: the cache's cleaner skips environments in use
+        self.ready = threading.Event()
+        threading.Thread(target=self._prepare, daemon=True).start()
+
+    def _prepare(self):
+        envcache = None
+        try:
+            envcache = _load_envcache()
+            self.path, self.lock_fd, _ = envcache.ensure(self.archive, self.sha256, self.cache_dir, log=_log)
+            link = os.path.join(self.workdir, "environment")
+            if not os.path.lexists(link):
+                os.symlink(self.path, link)
+        except Exception as exc:
+            self.error = "cannot prepare the environment %s: %s" % (os.path.basename(self.archive), exc)
+        finally:
+            self.ready.set()
+        if envcache is not None:
+            try:
+                envcache.clean(self.cache_dir, self.max_age_days, log=_log)
+            except Exception as exc:
+                _log("cleaning the environment cache: %s" % exc)
+
+    def apply(self, env):
+        """Wait until ready; put the environment first on the task's PATH (raises if it failed)."""
+        self.ready.wait()
+        if self.error:
+            raise OSError(self.error)
+        env["PATH"] = os.path.join(self.path, "bin") + os.pathsep + env.get("PATH", "")
+        env["SUBM_ENVIRONMENT"] = self.path
+
+
+def _load_envcache():
+    """envcache.py from beside this file (``subm_envcache.py`` on YARN), standard library only."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("subm_envcache.py", "envcache.py"):
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("subm_envcache", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError("envcache.py is not beside %s" % __file__)
+
+
 def _index_from_container_id(container_id):
     tail = (container_id or "").rsplit("_", 1)[-1]
     return tail if tail.isdigit() else None
@@ -315,6 +381,7 @@ class Executor:
         self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
         self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
+        self.environment = ShippedEnvironment(env, self.workdir) if env.get("SUBM_ENV_ARCHIVE") else None
         self.am = AMClient(discover_am(env), env["SUBM_TOKEN"], self.executor_id)
         self.instructions = queue.Queue()
         self.reservation = None
@@ -371,6 +438,8 @@ class Executor:
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
         try:
+            if self.environment is not None:
+                self.environment.apply(env)
             self.child = subprocess.Popen(
                 ["/bin/sh", "-c", instr["command"]], cwd=cwd, env=env,
                 preexec_fn=_die_with_parent,
@@ -414,19 +483,30 @@ class Executor:
                 pass
 
     def stop_child(self, grace):
+        """SIGTERM to the task's processes, SIGKILL to what is left after ``grace`` seconds.
+
+        A task that exits sooner is not waited for: the wait ends with its last process.
+        """
         if self.child is None or self.child.poll() is not None:
             return
         self.stopping = True
-        deadline = time.monotonic() + grace
+        started = time.monotonic()
+        deadline = started + grace
         _signal_tree(self.child.pid, signal.SIGTERM)
         try:
             self.child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
         while _descendants() and time.monotonic() < deadline:  # the command's own children
-            time.sleep(0.05)
+            time.sleep(0.02)
+        exited = self.child.poll() is not None
+        left = _descendants()
         _signal_tree(self.child.pid, signal.SIGKILL)
         self.child.wait()
+        if exited and not left:
+            _log("the task exited on SIGTERM in %.2f s (grace %g s)" % (time.monotonic() - started, grace))
+        else:
+            _log("the task did not exit within the %g s grace after SIGTERM: sent SIGKILL" % grace)
 
     def check_child(self):
         if self.child is None or self.child.poll() is None:
@@ -465,13 +545,13 @@ class Executor:
                 if self.child is None:
                     self.start(instr)
             elif op == "register":
-                self.stop_child(10)
+                self.stop_child(float(instr.get("grace", DEFAULT_GRACE)))
                 self.check_child()
                 self.register(instr.get("attempt"))
             elif op in ("exit", "am-lost"):
                 if op == "am-lost":
                     _log(instr.get("why", "the AM is gone"))
-                self.stop_child(float(instr.get("grace", 10)))
+                self.stop_child(float(instr.get("grace", DEFAULT_GRACE)))
                 self.check_child()
                 self.done.set()
                 if op == "exit":
@@ -517,7 +597,7 @@ def main():
         sys.exit(1)
 
     def on_signal(signum, frame):
-        executor.stop_child(float(os.environ.get("SUBM_STOP_GRACE", "5")))
+        executor.stop_child(DEFAULT_GRACE)
         sys.exit(128 + signum)
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -526,7 +606,7 @@ def main():
         code = executor.run()
     except (ConnectionError, RuntimeError) as exc:
         _log(str(exc))
-        executor.stop_child(5)
+        executor.stop_child(DEFAULT_GRACE)
         code = 1
     sys.exit(code)
 

@@ -20,7 +20,8 @@ def main_local(job_dir: str) -> int:
     meta = load_job_file(os.path.join(job_dir, "job.json"))
     plan = plan_of(meta)
     host = os.environ.get("SUBM_LOCAL_HOST", "127.0.0.1")
-    containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host)
+    containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host,
+                                 stop_grace=plan.job.timeouts.stop_grace_seconds)
     am = ApplicationMaster(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
                            report_path=os.path.join(job_dir, "report.json"))
     info_path = os.path.join(job_dir, "am.json")

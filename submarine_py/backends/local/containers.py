@@ -18,13 +18,18 @@ from ...runtime.containers import Containers, Ended
 from . import docker as local_docker
 
 EXECUTOR_PATH = os.path.abspath(executor_module.__file__)
+#: Beyond the job's stop grace: time for an executor to report its task's end and exit.
+KILL_MARGIN_SECONDS = 1.0
 
 
 class LocalContainers(Containers):
     name = "local"
 
-    def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1"):
+    def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1",
+                 stop_grace: float = 3.0):
         self.job_dir = job_dir
+        #: SIGTERM -> SIGKILL for an executor's process group (the executor gives its task this grace).
+        self.stop_grace = stop_grace
         self.job_id = job_id
         self.files = files
         self.host = host
@@ -141,7 +146,7 @@ class LocalContainers(Containers):
         proc = self.procs.get(executor)
         if proc is not None and proc.poll() is None:
             signal_group(proc.pid, signal.SIGTERM)
-            self.stopping.setdefault(executor, time.monotonic() + 10)
+            self.stopping.setdefault(executor, time.monotonic() + self.stop_grace + KILL_MARGIN_SECONDS)
 
     def describe(self, executor: str) -> str:
         proc = self.procs.get(executor)
@@ -171,7 +176,7 @@ class LocalContainers(Containers):
     def close(self) -> None:
         for ex_id in list(self.procs):
             self.kill(ex_id)
-        deadline = time.monotonic() + 12
+        deadline = time.monotonic() + self.stop_grace + 2 * KILL_MARGIN_SECONDS
         while self.procs and time.monotonic() < deadline:
             self.poll()
             time.sleep(0.05)

@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
 
 from ...plan import Plan, TaskPlan
+from ...runtime import envcache as envcache_module
 from ...runtime import executor as executor_module
 from ...states import RestartPolicy
 
 EXECUTOR_FILE = "subm_executor.py"
+#: Beside the executor: it unpacks environment.archive once per node (envcache.py).
+ENVCACHE_FILE = "subm_envcache.py"
 JOB_FILE = "subm_job.json"
-ENV_DIR = "environment"
+#: environment.archive as localized in task containers: a plain file, unpacked by the executor.
+ENV_ARCHIVE = "subm-environment"
 TAG = "submarine"
 #: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
 AM_MODULE = f"{__package__}.am_main"
@@ -36,13 +40,22 @@ class YarnOptions:
     rm_url: str
     node_hosts: Sequence[str] = ()
     python: Optional[str] = None  # default: the submitting interpreter
+    #: sha256 of environment.archive, computed at submission (None: the executors compute it).
+    archive_sha256: Optional[str] = None
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
-    """The interpreter containers use, and shell lines that make ``python`` resolve to it."""
+    """The interpreter the AM and executors use, and shell lines that make ``python`` resolve to it.
+
+    With ``environment.archive`` this is the submitting interpreter (or ``python3`` where the
+    node lacks it), not the archive's: the AM and executors must not wait for the archive,
+    and the executor puts the unpacked archive first on the task's PATH.
+    """
     env = plan.job.environment
     if env.archive:
-        return {"python": f"./{ENV_DIR}/bin/python", "setup": f'export PATH="$PWD/{ENV_DIR}/bin:$PATH"'}
+        python = opts.python or sys.executable
+        setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
+        return {"python": '"$SUBM_PY"', "setup": setup}
     python = env.python or opts.python or sys.executable
     # A folder where `python` is this interpreter, even where the node has only `python3`.
     setup = (f'mkdir -p .subm-bin && ln -sf {shlex.quote(python)} .subm-bin/python && '
@@ -64,22 +77,38 @@ def docker_env(task: TaskPlan) -> Dict[str, str]:
     return env
 
 
+def archive_env(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
+    """What the executor needs to unpack environment.archive into the node's cache."""
+    env = plan.job.environment
+    if not env.archive:
+        return {}
+    suffix = ".zip" if env.archive.endswith(".zip") else ".tar.gz"
+    out = {"SUBM_ENV_ARCHIVE": ENV_ARCHIVE + suffix}
+    if opts.archive_sha256:
+        out["SUBM_ENV_SHA256"] = opts.archive_sha256
+    if env.cache_dir:
+        out["SUBM_ENV_CACHE"] = env.cache_dir
+    return out
+
+
 def build_application_spec(plan: Plan, opts: YarnOptions):
     import skein
 
     py = python_command(plan, opts)
     archive = plan.job.environment.archive
-    shared_files: Dict[str, object] = {}
+    env_files: Dict[str, object] = {}
     if archive:
-        shared_files[ENV_DIR] = skein.File(source=archive, type="archive")
+        # A plain file (localized once per node for the application, never unpacked by YARN):
+        # the executor unpacks it into the node's cache unless an earlier job already did.
+        env_files[archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]] = skein.File(source=archive, type="file")
+        env_files[ENVCACHE_FILE] = skein.File(source=os.path.abspath(envcache_module.__file__), type="file")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-    master_env = {"SUBM_TOKEN": opts.token, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1"}
-    if not archive:
-        master_env["PYTHONPATH"] = pkg_parent
+    master_env = {"SUBM_TOKEN": opts.token, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+                  "PYTHONPATH": pkg_parent}
     master = skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **shared_files},
+        files={JOB_FILE: skein.File(source=opts.job_file, type="file")},
         env=master_env,
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
@@ -93,8 +122,10 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             "SUBM_ROLE": role,
             "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
             "SUBM_LOG_TO_CONTAINER": "1",
+            "SUBM_STOP_GRACE": f"{plan.job.timeouts.stop_grace_seconds:g}",
             "PYTHONUNBUFFERED": "1",
             **docker_env(task),
+            **({} if task.docker else archive_env(plan, opts)),
         }
         if task.docker:
             script = f"exec python3 {EXECUTOR_FILE}"
@@ -106,7 +137,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                       gpus=spec.resources.gpus),
             files={EXECUTOR_FILE: skein.File(source=executor_source, type="file"), **user_files,
-                   **({} if task.docker else shared_files)},
+                   **({} if task.docker else env_files)},
             env=env,
             script=script,
             # skein replaces a failed container in the same RM heartbeat that reports it (our

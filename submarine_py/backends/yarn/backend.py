@@ -112,7 +112,10 @@ class YarnBackend(Backend):
             hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
         except BackendError:
             hosts = []
-        return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts)
+        archive = plan.job.environment.archive
+        sha = archive_checksum(archive) if archive and "://" not in archive else None
+        return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts,
+                           archive_sha256=sha)
 
     def request(self, plan: Plan) -> YarnRequest:
         require_skein()
@@ -328,6 +331,37 @@ def _elapsed(app: Dict[str, Any]) -> Optional[float]:
         return None
     end = end or int(time.time() * 1000)
     return round((end - start) / 1000.0, 3)
+
+
+def archive_checksum(path: str) -> str:
+    """sha256 of a local environment archive: the key of the nodes' environment cache.
+
+    Remembered in ``$SUBM_HOME/archive-sums.json`` by path, size and mtime, so that
+    submitting the same archive again does not read hundreds of MB again.
+    """
+    from ...runtime.envcache import sha256_of
+    from ..local.backend import subm_home
+
+    st = os.stat(path)
+    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
+    memo_path = os.path.join(subm_home(), "archive-sums.json")
+    try:
+        with open(memo_path) as f:
+            memo = json.load(f)
+    except (OSError, ValueError):
+        memo = {}
+    if not isinstance(memo, dict) or not isinstance(memo.get(key), str):
+        memo = memo if isinstance(memo, dict) else {}
+        memo[key] = sha256_of(path)
+        memo = dict(list(memo.items())[-50:])
+        try:
+            os.makedirs(os.path.dirname(memo_path), exist_ok=True)
+            with open(memo_path + ".tmp", "w") as f:
+                json.dump(memo, f)
+            os.replace(memo_path + ".tmp", memo_path)
+        except OSError:
+            pass  # only a memo
+    return memo[key]
 
 
 def _kill_quietly(client, app_id: str) -> None:

@@ -1,0 +1,241 @@
+"""A per-node cache of unpacked environments (``environment.archive``): standard library only.
+
+YARN would unpack an ``archive`` resource in every container, which for a
+packed virtualenv of 20 000 files takes minutes per container. Instead the
+archive travels as a plain file and the executor calls :func:`ensure`, which
+unpacks it once per node into ``<cache>/<sha256>/`` and reuses that folder for
+every later container and job with the same content.
+
+Layout of the cache folder (one per user, ``/tmp/subm-envs-<uid>`` by default)::
+
+    <sha256>/          an unpacked environment, complete (it appears by an atomic rename)
+    <sha256>.lock      flock: exclusive while unpacking or removing, shared while in use;
+                       its mtime is the entry's last use
+    .tmp-<sha256>-...  an unpack in progress (or left by a crash: removed by age)
+
+Concurrency: the first container takes the exclusive lock and unpacks into a
+temporary folder, then renames it into place; the others wait on the lock and
+find the folder. Every user keeps a shared lock until it exits, so the age
+cleaning (:func:`clean`, run opportunistically) never removes an environment
+that a running task uses.
+
+This module is shipped next to the executor (``subm_executor.py``), so it
+imports nothing outside the standard library.
+"""
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+import zipfile
+
+DEFAULT_MAX_AGE_DAYS = 7.0
+CHUNK = 1 << 20
+#: Leftovers of an unpack or a removal that did not finish are removed after this long.
+LEFTOVER_SECONDS = 24 * 3600
+
+
+class EnvCacheError(Exception):
+    """The archive could not be unpacked (corrupt, wrong checksum, disk full...)."""
+
+
+def default_cache_dir():
+    return os.path.join(tempfile.gettempdir(), "subm-envs-%d" % os.getuid())
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _locked(path, mode):
+    """Open and flock ``path`` (created if missing); returns the open fd.
+
+    Loops until the locked file is still the one at ``path`` (a cleaner may
+    have removed it between our open and our lock).
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, mode)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def ensure(archive, sha256=None, cache_dir=None, log=None):
+    """The unpacked environment of ``archive`` in the node's cache: ``(folder, lock_fd, unpacked)``.
+
+    ``sha256`` is the archive's checksum computed where the job was submitted
+    (computed here when not given); the unpack checks it. Keep ``lock_fd`` open
+    while the environment is in use: it is the shared lock that keeps the
+    cleaner away. ``unpacked`` says whether this call unpacked it (a cache miss).
+    """
+    log = log or (lambda msg: None)
+    cache_dir = cache_dir or default_cache_dir()
+    os.makedirs(cache_dir, mode=0o755, exist_ok=True)
+    if not sha256:
+        sha256 = sha256_of(archive)
+    target = os.path.join(cache_dir, sha256)
+    lock_path = target + ".lock"
+    fd = _locked(lock_path, fcntl.LOCK_SH)
+    os.utime(lock_path)  # in use from now on: the cleaner leaves recently used entries alone
+    unpacked = False
+    if not os.path.isdir(target):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        fd = _locked(lock_path, fcntl.LOCK_EX)
+        try:
+            if not os.path.isdir(target):  # nobody unpacked it while we waited
+                started = time.monotonic()
+                _unpack_atomically(archive, sha256, cache_dir, target)
+                unpacked = True
+                log("unpacked %s into %s in %.1f s" % (os.path.basename(archive), target,
+                                                     time.monotonic() - started))
+        except BaseException:
+            os.close(fd)
+            raise
+        fcntl.flock(fd, fcntl.LOCK_SH)  # no removal can slip in: removal needs the exclusive lock
+    if not unpacked:
+        log("reusing the environment cached in %s" % target)
+    os.utime(lock_path)  # last use, for the age cleaning
+    return target, fd, unpacked
+
+
+def _unpack_atomically(archive, sha256, cache_dir, target):
+    tmp = tempfile.mkdtemp(prefix=".tmp-%s-" % sha256, dir=cache_dir)
+    try:
+        if archive.endswith(".zip"):
+            _unzip(archive, sha256, tmp)
+        else:
+            _untar(archive, sha256, tmp)
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _untar(archive, sha256, dest):
+    """``tar -xz`` fed by this process, which checks the checksum of what it feeds."""
+    tar = shutil.which("tar")
+    if tar is None:
+        _check_sha(archive, sha256)
+        import tarfile
+
+        with tarfile.open(archive, "r:*") as t:
+            kwargs = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+            t.extractall(dest, **kwargs)
+        return
+    digest = hashlib.sha256()
+    proc = subprocess.Popen([tar, "-xzf", "-", "-C", dest], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        with open(archive, "rb") as f:
+            for chunk in iter(lambda: f.read(CHUNK), b""):
+                digest.update(chunk)
+                proc.stdin.write(chunk)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # tar gave up: its message says why
+    err = proc.stderr.read().decode(errors="replace").strip()
+    if proc.wait() != 0:
+        raise EnvCacheError("tar could not unpack %s: %s" % (archive, err[-500:] or "exit code %d" % proc.returncode))
+    if digest.hexdigest() != sha256:
+        raise EnvCacheError("%s has checksum %s, not the %s computed at submission"
+                            % (archive, digest.hexdigest(), sha256))
+
+
+def _check_sha(archive, sha256):
+    found = sha256_of(archive)
+    if found != sha256:
+        raise EnvCacheError("%s has checksum %s, not the %s computed at submission" % (archive, found, sha256))
+
+
+def _unzip(archive, sha256, dest):
+    """Unpack a zip keeping Unix modes (executables) and symbolic links, as ``unzip`` does."""
+    _check_sha(archive, sha256)
+    real_dest = os.path.realpath(dest)
+    try:
+        with zipfile.ZipFile(archive) as z:
+            for info in z.infolist():
+                path = os.path.realpath(os.path.join(dest, info.filename))
+                if path != real_dest and not path.startswith(real_dest + os.sep):
+                    raise EnvCacheError("%s: %s is outside the archive's folder" % (archive, info.filename))
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    os.symlink(z.read(info).decode(), path)
+                    continue
+                z.extract(info, dest)
+                if mode & 0o777 and not info.is_dir():
+                    os.chmod(path, mode & 0o777)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise EnvCacheError("could not unpack %s: %s" % (archive, exc)) from None
+
+
+def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
+    """Remove environments unused for ``max_age_days`` (and old leftovers); never one in use.
+
+    Returns the checksums removed. Safe to run from many containers at once.
+    """
+    log = log or (lambda msg: None)
+    cache_dir = cache_dir or default_cache_dir()
+    now = time.time()
+    removed = []
+    try:
+        names = os.listdir(cache_dir)
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(cache_dir, name)
+        try:
+            age = now - os.lstat(path).st_mtime
+        except OSError:
+            continue
+        if name.startswith((".tmp-", ".trash-")):
+            if age > LEFTOVER_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+            continue
+        if not name.endswith(".lock") or age < max_age_days * 86400:
+            continue
+        sha = name[:-len(".lock")]
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                continue  # in use, or being unpacked
+            raise
+        try:
+            if os.fstat(fd).st_ino != os.stat(path).st_ino or now - os.stat(path).st_mtime < max_age_days * 86400:
+                continue  # replaced, or used since we looked
+            env_dir = os.path.join(cache_dir, sha)
+            if os.path.isdir(env_dir):
+                trash = tempfile.mkdtemp(prefix=".trash-%s-" % sha, dir=cache_dir)
+                os.rename(env_dir, os.path.join(trash, "env"))
+                shutil.rmtree(trash, ignore_errors=True)
+            os.unlink(path)
+            removed.append(sha)
+            log("removed the environment %s, unused for %.0f days" % (sha, age / 86400))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
