@@ -29,8 +29,11 @@ class FakeContainers(Containers):
         self.executors: Dict[str, dict] = {}
         self.runs: List[tuple] = []  # (task id, attempt, env) of every command started
         self.killed: List[str] = []
+        self.instructions: List[dict] = []  # every instruction an executor received
+        self.launch_envs: List[Dict[str, str]] = []
 
     def launch(self, task, env):
+        self.launch_envs.append(env)
         ex_id = f"{task.role}-{task.index}-e{len(self.executors) + 1}"
         self.executors[ex_id] = {"task": task, "seq": 0, "alive": True, "registered": False}
         return ex_id
@@ -56,6 +59,7 @@ class FakeContainers(Containers):
                 self._register(ex_id, ex)
             for instr in self.am.next_instructions(ex_id, ex["seq"], wait=0):
                 ex["seq"] = instr["seq"]
+                self.instructions.append(instr)
                 if instr["op"] == "run":
                     task = ex["task"]
                     self.runs.append((task.id, instr["attempt"], instr["env"]))
@@ -248,3 +252,21 @@ def test_tasks_lost_together_cost_one_restart_not_one_each():
     assert report["attempts"] == 2
     assert sorted((t, a) for t, a, _ in fake.runs) == [("worker:0", 0), ("worker:0", 1),
                                                          ("worker:1", 0), ("worker:1", 1)]
+
+
+@pytest.mark.parametrize("policy", ["gang", "task"])
+def test_every_stop_carries_the_jobs_stop_grace(policy):
+    spec = dict(WORKERS, restart={"policy": policy, "max_restarts": 1}, timeouts={"stop_grace_seconds": 0.25})
+    report, driver = run_job(spec, lambda role, index, attempt: 3 if (index, attempt) == (1, 0) else None
+                             if index == 0 else 0,
+                             before_run=lambda am: threading.Timer(1.0, am.kill, ("enough",)).start())
+    stops = [(i["op"], i.get("grace")) for i in driver.instructions if i["op"] in ("register", "exit", "stop")]
+    assert stops and {grace for _, grace in stops} == {0.25}
+    assert {"register", "exit"} <= {op for op, _ in stops}
+    # Executors stopped by a signal (YARN or the local driver killing them) use it too.
+    assert {env["SUBM_STOP_GRACE"] for env in driver.launch_envs} == {"0.25"}
+
+
+def test_the_default_stop_grace_is_short():
+    report, driver = run_job(WORKERS, lambda role, index, attempt: 0)
+    assert {i.get("grace") for i in driver.instructions if i["op"] == "exit"} == {3.0}

@@ -303,6 +303,7 @@ def test_defaults():
     assert spec.framework == "custom" and spec.queue == "default"
     assert (spec.restart.policy, spec.restart.max_restarts) == ("gang", 0)
     assert spec.timeouts.gang_seconds == 300 and spec.timeouts.job_seconds is None
+    assert spec.timeouts.stop_grace_seconds == 3.0
     worker = spec.roles["worker"]
     assert worker.instances == 1
     assert (worker.resources.memory_mb, worker.resources.vcores, worker.resources.gpus) == (2048, 1, 0)
@@ -313,3 +314,32 @@ def test_the_spec_is_frozen():
     spec = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
     with pytest.raises(Exception):
         spec.name = "y"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("grace", [0, 0.5, 30, 3600])
+def test_the_stop_grace_is_any_number_of_seconds_and_round_trips(grace):
+    spec = JobSpec.from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
+                              "roles": {"worker": {"command": "true"}}})
+    assert spec.timeouts.stop_grace_seconds == grace
+    assert JobSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("grace", [-1, 3601, "3s", True, [3], float("nan")])
+def test_a_bad_stop_grace_is_refused_naming_the_field(grace):
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
+                           "roles": {"worker": {"command": "true"}}})
+    assert "timeouts.stop_grace_seconds: expected a number of seconds from 0 to 3600" in str(err.value)
+
+
+def test_the_environment_cache_dir_must_be_absolute_and_go_with_an_archive(tmp_path):
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"")
+    ok = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}},
+                            "environment": {"archive": str(archive), "cache_dir": "/data/envs"}})
+    assert ok.environment.cache_dir == "/data/envs" and JobSpec.from_dict(ok.to_dict()) == ok
+    for env, message in (({"archive": str(archive), "cache_dir": "envs"}, "expected an absolute path"),
+                         ({"cache_dir": "/data/envs"}, "only used with environment.archive")):
+        with pytest.raises(SpecError) as err:
+            JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}, "environment": env})
+        assert f"environment.cache_dir: {message}" in str(err.value)

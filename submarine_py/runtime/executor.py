@@ -390,6 +390,7 @@ class Executor:
         #: Where this attempt's stderr begins (path, offset), when stderr is a readable file.
         self.stderr_start = None
         self.stopping = False
+        self.killed = False  # the last stop needed SIGKILL
         self.seq = 0
         self.done = threading.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
@@ -451,7 +452,7 @@ class Executor:
             return
         _POPEN_CHILDREN.add(self.child.pid)
         self.child_attempt = instr["attempt"]
-        self.stopping = False
+        self.stopping = self.killed = False
         if instr.get("gpus") and self.gpu is None:
             self.gpu = GpuSampler(env)
             if self.gpu.active:
@@ -503,10 +504,11 @@ class Executor:
         left = _descendants()
         _signal_tree(self.child.pid, signal.SIGKILL)
         self.child.wait()
-        if exited and not left:
-            _log("the task exited on SIGTERM in %.2f s (grace %g s)" % (time.monotonic() - started, grace))
-        else:
+        self.killed = not exited or bool(left)
+        if self.killed:
             _log("the task did not exit within the %g s grace after SIGTERM: sent SIGKILL" % grace)
+        else:
+            _log("the task exited on SIGTERM in %.2f s (grace %g s)" % (time.monotonic() - started, grace))
 
     def check_child(self):
         if self.child is None or self.child.poll() is None:
@@ -514,6 +516,8 @@ class Executor:
         code = self.child.returncode
         if code < 0:
             code = 128 - code  # like a shell: killed by signal N -> 128+N
+        if self.stopping and self.killed:
+            code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
         _signal_tree(None, signal.SIGKILL)  # whatever the command left behind
         attempt, stopped = self.child_attempt, self.stopping
         self.child = None
