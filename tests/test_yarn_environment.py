@@ -1,0 +1,76 @@
+"""environment.archive on a real YARN: unpacked once per node, reused by the next job.
+
+The archive is a tiny packed environment: ``bin/python`` runs the node's python3 with the
+archive's ``lib`` on the path, where a module says it comes from the archive. Each test
+uses its own cache folder (``environment.cache_dir``), so earlier runs cannot help it.
+"""
+from __future__ import annotations
+
+import io
+import stat
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import write_job
+from test_yarn import apps, container_log, rm_app, run_job  # noqa: F401  (apps: a fixture)
+
+pytestmark = pytest.mark.yarn
+
+PYTHON = '#!/bin/sh\nhere=$(dirname "$0")\nPYTHONPATH="$here/../lib" exec python3 "$@"\n'
+MODULE = "WHERE = 'from the shipped archive'\n"
+FILES = (("bin/python", PYTHON, 0o755), ("lib/envmarker.py", MODULE, 0o644))
+
+
+def pack(path: Path) -> Path:
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w") as z:
+            for name, text, mode in FILES:
+                info = zipfile.ZipInfo(name)
+                info.external_attr = (stat.S_IFREG | mode) << 16
+                z.writestr(info, text)
+    else:
+        with tarfile.open(path, "w:gz") as t:
+            for name, text, mode in FILES:
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(text), mode
+                t.addfile(info, io.BytesIO(text.encode()))
+    return path
+
+
+@pytest.mark.parametrize("name", ["env.tar.gz", "env.zip"])
+def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_path, apps, name):  # noqa: F811
+    archive = pack(tmp_path / name)
+    cache = tmp_path / "env-cache"
+    job = write_job(tmp_path / "job", f"""\
+        name: yarn-archive
+        tags: [subm-test]
+        environment: {{archive: {archive}, cache_dir: {cache}}}
+        roles:
+          worker:
+            instances: 2
+            resources: {{memory: 256 MiB, vcores: 1}}
+            command: python -c "import envmarker, os; print(envmarker.WHERE, os.environ['SUBM_ENVIRONMENT'])"
+    """)
+    logs = []
+    for run in (1, 2):
+        rc, report, err = run_job(job)
+        apps.append(report.get("app_id"))
+        assert rc == 0, f"run {run}: {report.get('diagnostics')}\n{err}"
+        assert rm_app(report["app_id"])["finalStatus"] == "SUCCEEDED"
+        for task in report["tasks"]:
+            out = container_log(task, "stdout")
+            # `python` in the command is the archive's, from the node's cache.
+            assert "from the shipped archive" in out and str(cache) in out, out
+        logs.append([container_log(task, "stderr") for task in report["tasks"]])
+    first, second = logs
+    # First job: one container per node unpacked it (all the rig's nodes share /tmp),
+    # the others waited for it; none unpacked it twice.
+    assert sum("unpacked " in log for log in first) >= 1
+    assert all(("unpacked " in log) != ("reusing the environment cached in" in log) for log in first), first
+    # Second job: every container found it in the cache.
+    assert all("reusing the environment cached in" in log and "unpacked " not in log for log in second), second
+    entries = [p for p in cache.iterdir() if not p.name.endswith(".lock")]
+    assert len(entries) == 1 and (entries[0] / "lib" / "envmarker.py").exists()
