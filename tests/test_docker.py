@@ -181,6 +181,6 @@ def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env()
     assert "-e SUBM_ROLE=worker" in line
     assert '--gpus "device=3"' in line
     assert "--memory 1024m" in line and "--cpus 2" in line
-    assert argv[-3:] == ["registry.example.com/team/train:1.0", "python3", local_docker.EXECUTOR_IN_CONTAINER]
+    assert argv[-4:] == ["registry.example.com/team/train:1.0", "python3", "-S", local_docker.EXECUTOR_IN_CONTAINER]
     no_gpu = local_docker.run_argv(task, {}, "/w", "/x/executor.py", "local_1", "n", [])
     assert "--gpus" not in no_gpu

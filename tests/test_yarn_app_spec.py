@@ -72,7 +72,7 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert worker.env["SUBM_ROLE"] == "worker"
     assert worker.env["SUBM_TOKEN"] == "secret"
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
-    assert worker.script.endswith(f"exec /opt/py/bin/python3 {EXECUTOR_FILE}")
+    assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
     assert "ln -sf /opt/py/bin/python3 .subm-bin/python" in worker.script
 
 
@@ -96,7 +96,7 @@ def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp
     assert worker.files[ENVCACHE_FILE].type == "FILE"
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.tar.gz"
     assert worker.env["SUBM_ENV_CACHE"] == "/var/cache/subm-envs"
-    assert 'exec "$SUBM_PY" subm_executor.py' in worker.script
+    assert 'exec "$SUBM_PY" -S subm_executor.py' in worker.script
 
 
 def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):

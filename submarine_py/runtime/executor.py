@@ -42,6 +42,7 @@ POLL_SECONDS = 20
 #: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
 TAIL_LINES = 20
 TAIL_BYTES = 2048
+DISCOVERY_MAX_DELAY = 0.25
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 #: Pids that subprocess.Popen reaps itself (reaping them here would lose their exit code).
@@ -251,7 +252,10 @@ def discover_am(env):
         return env["SUBM_AM_URL"]
     url = env["SUBM_AM_DISCOVERY"].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
     deadline = time.monotonic() + float(env.get("SUBM_AM_DISCOVERY_SECONDS", "600"))
-    delay, err = 0.1, None
+    # Executors usually start before the AM has published its endpoint. A short, capped
+    # backoff finds it within DISCOVERY_MAX_DELAY of its publication (a 1 s cap cost the
+    # gang up to 1 s), at a few requests per second per executor for those seconds.
+    delay, err = 0.05, None
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=10) as resp:
@@ -261,7 +265,7 @@ def discover_am(env):
         except (OSError, ValueError) as exc:
             err = exc
         time.sleep(delay)
-        delay = min(delay * 1.5, 1.0)
+        delay = min(delay * 1.5, DISCOVERY_MAX_DELAY)
     raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (url, err))
 
 

@@ -35,7 +35,7 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["--gpus", f'"device={",".join(gpus)}"']
     for k, v in env.items():
         argv += ["-e", f"{k}={v}"]
-    argv += [d.image, "python3", EXECUTOR_IN_CONTAINER]
+    argv += [d.image, "python3", "-S", EXECUTOR_IN_CONTAINER]
     return argv
 
 

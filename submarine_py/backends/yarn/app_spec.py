@@ -21,6 +21,8 @@ from ...runtime import executor as executor_module
 from ...states import RestartPolicy
 
 EXECUTOR_FILE = "subm_executor.py"
+#: Executors run ``python -S``: standard library only, so the interpreter's site-packages
+#: (.pth files, editable installs' finders) would only delay the gang's registration.
 #: Beside the executor: it unpacks environment.archive once per node (envcache.py).
 ENVCACHE_FILE = "subm_envcache.py"
 JOB_FILE = "subm_job.json"
@@ -128,9 +130,9 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             **({} if task.docker else archive_env(plan, opts)),
         }
         if task.docker:
-            script = f"exec python3 {EXECUTOR_FILE}"
+            script = f"exec python3 -S {EXECUTOR_FILE}"
         else:
-            script = f"{py['setup']}\nexec {py['python']} {EXECUTOR_FILE}"
+            script = f"{py['setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
         hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
         services[role] = skein.Service(
             instances=spec.instances,
