@@ -73,7 +73,7 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert worker.env["SUBM_TOKEN"] == "secret"
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
     assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
-    assert "ln -sf /opt/py/bin/python3 .subm-bin/python" in worker.script
+    assert "exec %s \"$@\"" in worker.script and "/opt/py/bin/python3 > .subm-bin/python" in worker.script
 
 
 def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):

@@ -59,8 +59,11 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
         return {"python": '"$SUBM_PY"', "setup": setup}
     python = env.python or opts.python or sys.executable
-    # A folder where `python` is this interpreter, even where the node has only `python3`.
-    setup = (f'mkdir -p .subm-bin && ln -sf {shlex.quote(python)} .subm-bin/python && '
+    # A folder where `python` is this interpreter, even where the node has only `python3`. A
+    # script, not a symbolic link: a virtualenv's interpreter finds its site-packages only
+    # when started by its own path (through a link it would be the base interpreter).
+    setup = (f'mkdir -p .subm-bin && printf \'#!/bin/sh\\nexec %s "$@"\\n\' {shlex.quote(shlex.quote(python))} '
+             f'> .subm-bin/python && chmod +x .subm-bin/python && '
              f'export PATH="$PWD/.subm-bin:{os.path.dirname(python)}:$PATH"')
     return {"python": shlex.quote(python), "setup": setup}
 
