@@ -6,11 +6,15 @@
 a timestamp to a shared folder when its first training step is done, and worker 1
 raises ``RuntimeError`` after a few steps of attempt 0. Figures (seconds):
 
+* submit -> commands started: ``subm run`` started -> every task's command started (the
+  first line of the script, before ``import tensorflow``): what subm and YARN cost;
 * submit -> training: ``subm run`` started -> every task finished its first step;
 * raise -> client exits: restart policy ``never``: the raise -> ``subm run`` returned;
 * raise -> app final: the same, until YARN reports the application FINISHED;
 * raise -> training again: restart policy ``gang`` (max_restarts 1): the raise ->
-  every task of attempt 1 finished its first step (the gang restart in the same containers).
+  every task of attempt 1 finished its first step (the gang restart in the same containers);
+  raise -> commands started again is subm's share of it (stop with the grace, re-register,
+  start), the rest is TensorFlow's start-up (import, strategy, first collective step).
 
 Environments: the preinstalled interpreter (the submitting one, on every node), and
 ``environment.archive`` (``--archive``: a packed virtualenv with TensorFlow), first with
@@ -53,6 +57,7 @@ import os, pathlib, sys, time
 
 shared, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
 role, index, attempt = os.environ["SUBM_ROLE"], int(os.environ["SUBM_INDEX"]), int(os.environ["SUBM_ATTEMPT"])
+(shared / f"start-{attempt}-{role}-{index}").write_text(repr(time.time()))
 import tensorflow as tf
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -114,8 +119,8 @@ def job_yaml(shared: Path, mode: str, archive: Optional[str], cache: Optional[st
         """) + role.format(n=1) + "  worker:\n" + role.format(n=2)
 
 
-def stamps(shared: Path, attempt: int) -> List[float]:
-    return [float(p.read_text()) for p in shared.glob(f"train-{attempt}-*")]
+def stamps(shared: Path, attempt: int, what: str = "train") -> List[float]:
+    return [float(p.read_text()) for p in shared.glob(f"{what}-{attempt}-*")]
 
 
 def app_final_time(app_id: str, timeout: float = 120) -> Optional[float]:
@@ -150,7 +155,9 @@ def run(label: str, mode: str, archive: Optional[str] = None, cache: Optional[st
         if app_id:
             STARTED.append(app_id)
         first = stamps(shared, 0)
+        started = stamps(shared, 0, "start")
         out: Dict[str, Optional[float]] = {
+            "submit -> commands started": max(started) - t0 if len(started) == 3 else None,
             "submit -> training": max(first) - t0 if len(first) == 3 else None}
         raised = shared / "raise-0"
         if raised.exists():
@@ -160,11 +167,11 @@ def run(label: str, mode: str, archive: Optional[str] = None, cache: Optional[st
                 final = app_final_time(app_id) if app_id else None
                 out["raise -> app final"] = final - t_raise if final else None
             else:
-                again = stamps(shared, 1)
+                again, restarted = stamps(shared, 1), stamps(shared, 1, "start")
+                out["raise -> commands started again"] = max(restarted) - t_raise if len(restarted) == 3 else None
                 out["raise -> training again"] = max(again) - t_raise if len(again) == 3 else None
-        gang = [e["message"] for e in report.get("events", []) if "gang ready" in e["message"]]
         log(f"{label}: {report.get('state')} {app_id}; " + ", ".join(
-            f"{k} {v:.2f}" for k, v in out.items() if v is not None) + f"; AM: {gang}")
+            f"{k} {v:.2f}" for k, v in out.items() if v is not None))
         return out
 
 
@@ -206,7 +213,8 @@ def main() -> int:
                 requests.put(f"{RM}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"}, timeout=10)
             except requests.RequestException:
                 pass
-    columns = ["submit -> training", "raise -> training again", "raise -> client exits", "raise -> app final"]
+    columns = ["submit -> commands started", "submit -> training", "raise -> commands started again",
+               "raise -> training again", "raise -> client exits", "raise -> app final"]
     print("| run | " + " | ".join(columns) + " |")
     print("|---|" + "---:|" * len(columns))
     for row, figures in rows.items():
