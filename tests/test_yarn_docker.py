@@ -51,7 +51,7 @@ def test_the_skein_spec_runs_the_executor_with_the_images_python():
     spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token="t", rm_url="http://rm:8088"))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
-    assert worker.script.strip() == "exec python3 subm_executor.py"
+    assert worker.script.strip() == "exec python3 -S subm_executor.py"
     assert "PATH" not in worker.script  # the image's own python3, not the submitter's interpreter
     assert "docker" not in " ".join(spec.master.env)  # the AM runs outside images
 
