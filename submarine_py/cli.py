@@ -75,15 +75,22 @@ def _load(job_file: str, sets: Tuple[str, ...]):
     return make_plan(load_job(job_file, parse_set_options(sets)))
 
 
+BACKEND = click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
+                       help="Where to run; default: yarn where HADOOP_CONF_DIR is set, else local.")
+
+
 @main.command()
 @click.argument("job_file", type=click.Path(dir_okay=False))
 @SET
+@BACKEND
 @OUTPUT
-def validate(job_file: str, sets: Tuple[str, ...], output: str) -> None:
-    """Check a job file and print the plan: tasks, resources, environments."""
+def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str) -> None:
+    """Check a job file and print the plan: tasks, resources, environments (as the backend gives them)."""
+    from .backends import choose_backend, get_backend
+
     plan = _load(job_file, sets)
-    cluster = plan.placeholder_cluster()
-    envs = {t.id: plan.task_env(t, cluster, "<app_id>", 0) for t in plan.tasks}
+    be = get_backend(choose_backend(backend))
+    envs = plan.preview_envs(one_host=be.one_host, shared_dir=be.shared_dir(plan, "<app_id>"))
     if output == "json":
         d = plan.to_dict()
         for t in d["tasks"]:
@@ -97,8 +104,7 @@ def validate(job_file: str, sets: Tuple[str, ...], output: str) -> None:
 @main.command()
 @click.argument("job_file", type=click.Path(dir_okay=False))
 @SET
-@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
-              help="Where to run; default: yarn where HADOOP_CONF_DIR is set, else local.")
+@BACKEND
 @OUTPUT
 @click.option("--detach", "-d", is_flag=True, help="Return once submitted, printing the application id.")
 @click.option("--dry-run", is_flag=True, help="Print the backend's request; submit nothing.")

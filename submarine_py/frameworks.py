@@ -3,16 +3,23 @@ environment its processes read to find each other.
 
 Every function here is pure: the cluster spec goes in (role -> list of
 ``host:port``, in index order), the task's environment comes out.
+
+Local ranks index into what a task sees. A task with GPUs sees only its own
+(``CUDA_VISIBLE_DEVICES`` locally, YARN's GPU isolation, ``--gpus`` in Docker),
+so for it ``LOCAL_RANK`` is 0 and ``LOCAL_WORLD_SIZE`` 1, and
+``torch.cuda.set_device(LOCAL_RANK)`` names a device it can use. Tasks without
+GPUs count the GPU-less tasks of their host (``isolated`` names the others).
 """
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import AbstractSet, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .units import split_address
 
 Cluster = Mapping[str, Sequence[str]]
 Problem = Tuple[str, str]
+TaskKey = Tuple[str, int]
 
 
 class Framework:
@@ -31,16 +38,23 @@ class Framework:
             for role in spec.roles:
                 if role not in self.roles:
                     problems.append((f"roles.{role}", f"{self.name} knows the roles {', '.join(self.roles)}"))
-        if not any(self.is_tracked(r.name, r.tracked) for r in spec.roles.values()):
+        roles = list(spec.roles)
+        if not any(self.is_tracked(r.name, r.tracked, roles) for r in spec.roles.values()):
             problems.append(("roles", "no role is tracked, so the job could never finish; "
-                                      f"add a role other than {', '.join(self.untracked)}"))
+                                      f"add a role other than {', '.join(self.untracked_roles(roles))}"))
         return problems
 
-    def is_tracked(self, role: str, override=None) -> bool:
-        return override if override is not None else role not in self.untracked
+    def untracked_roles(self, roles: Collection[str] = ()) -> Tuple[str, ...]:
+        """Roles the job does not wait for by default, given the job's ``roles``."""
+        return self.untracked
 
-    def env(self, cluster: Cluster, role: str, index: int) -> Dict[str, str]:
-        """The framework's own variables for task ``role:index``."""
+    def is_tracked(self, role: str, override: Optional[bool] = None, roles: Collection[str] = ()) -> bool:
+        return override if override is not None else role not in self.untracked_roles(roles)
+
+    def env(self, cluster: Cluster, role: str, index: int,
+            isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
+        """The framework's own variables for task ``role:index``; ``isolated``: the tasks that
+        see only their own GPUs."""
         return {}
 
 
@@ -50,6 +64,17 @@ def _host(addr: str) -> str:
 
 def _port(addr: str) -> str:
     return split_address(addr)[1]
+
+
+def _local(world: Sequence[Tuple[str, int, str]], rank: int, isolated: AbstractSet[TaskKey]) -> Tuple[int, int]:
+    """(local rank, local world size) of ``world[rank]``: 0 and 1 for a task with its own GPUs,
+    else its place among the tasks of its host that have none."""
+    role, index, addr = world[rank]
+    if (role, index) in isolated:
+        return 0, 1
+    host = _host(addr)
+    same = [n for n, (r, i, a) in enumerate(world) if _host(a) == host and (r, i) not in isolated]
+    return same.index(rank), len(same)
 
 
 def _single(spec, role: str, problems: List[Problem], why: str) -> None:
@@ -84,22 +109,22 @@ class PyTorch(Framework):
                 out.append((role, i, addr))
         return out
 
-    def env(self, cluster: Cluster, role: str, index: int) -> Dict[str, str]:
+    def env(self, cluster: Cluster, role: str, index: int,
+            isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
         world = self.world(cluster)
         ranks = {(r, i): n for n, (r, i, _) in enumerate(world)}
         if (role, index) not in ranks:
             return {}
         rank = ranks[(role, index)]
-        host = _host(world[rank][2])
-        same_host = [n for n, (_, _, a) in enumerate(world) if _host(a) == host]
+        local_rank, local_size = _local(world, rank, isolated)
         master = world[0][2]
         return {
             "MASTER_ADDR": _host(master),
             "MASTER_PORT": _port(master),
             "WORLD_SIZE": str(len(world)),
             "RANK": str(rank),
-            "LOCAL_RANK": str(same_host.index(rank)),
-            "LOCAL_WORLD_SIZE": str(len(same_host)),
+            "LOCAL_RANK": str(local_rank),
+            "LOCAL_WORLD_SIZE": str(local_size),
         }
 
 
@@ -112,6 +137,13 @@ class TensorFlow(Framework):
     reuses_port = True  # gRPC servers set SO_REUSEADDR and SO_REUSEPORT
     cluster_roles = ("chief", "worker", "ps")
 
+    def untracked_roles(self, roles: Collection[str] = ()) -> Tuple[str, ...]:
+        """With a ``ps`` and a ``chief`` (ParameterServerStrategy), workers serve like ps until
+        stopped (``server.join()``): the chief, the coordinator, decides the end."""
+        if "ps" in roles and "chief" in roles:
+            return ("worker",) + self.untracked
+        return self.untracked
+
     def check(self, spec) -> List[Problem]:
         problems = super().check(spec)
         _single(spec, "chief", problems, "TensorFlow has one chief")
@@ -120,7 +152,8 @@ class TensorFlow(Framework):
             problems.append(("roles", "TensorFlow needs a 'chief' or a 'worker' role"))
         return problems
 
-    def env(self, cluster: Cluster, role: str, index: int) -> Dict[str, str]:
+    def env(self, cluster: Cluster, role: str, index: int,
+            isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
         if role == "tensorboard":
             return {}
         tf_cluster = {r: list(cluster[r]) for r in self.cluster_roles if cluster.get(r)}
@@ -137,15 +170,19 @@ class Horovod(Framework):
     roles = ("worker", "tensorboard")
     reuses_port = True
 
-    def env(self, cluster: Cluster, role: str, index: int) -> Dict[str, str]:
+    def env(self, cluster: Cluster, role: str, index: int,
+            isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
         workers = list(cluster.get("worker", ()))
         if role != "worker" or index >= len(workers):
             return {}
         host = _host(workers[index])
-        hosts = list(dict.fromkeys(_host(a) for a in workers))
-        local = [i for i, a in enumerate(workers) if _host(a) == host]
+        # A worker with its own GPUs is alone on a "host" of its own, as it sees the machine.
+        slots = [f"{_host(a)}#{i}" if ("worker", i) in isolated else _host(a) for i, a in enumerate(workers)]
+        me = slots[index]
+        hosts = list(dict.fromkeys(slots))
+        local = [i for i, s in enumerate(slots) if s == me]
         local_rank = local.index(index)
-        cross = [h for h in hosts if sum(_host(a) == h for a in workers) > local_rank]
+        cross = [h for h in hosts if sum(s == h for s in slots) > local_rank]
         return {
             "HOROVOD_CONTROLLER": "gloo",
             "HOROVOD_CPU_OPERATIONS": "gloo",
@@ -156,7 +193,7 @@ class Horovod(Framework):
             "HOROVOD_SIZE": str(len(workers)),
             "HOROVOD_LOCAL_RANK": str(local_rank),
             "HOROVOD_LOCAL_SIZE": str(len(local)),
-            "HOROVOD_CROSS_RANK": str(cross.index(host)),
+            "HOROVOD_CROSS_RANK": str(cross.index(me)),
             "HOROVOD_CROSS_SIZE": str(len(cross)),
         }
 
@@ -176,7 +213,8 @@ class MXNet(Framework):
             problems.append(("roles.scheduler", "MXNet needs exactly one scheduler"))
         return problems
 
-    def env(self, cluster: Cluster, role: str, index: int) -> Dict[str, str]:
+    def env(self, cluster: Cluster, role: str, index: int,
+            isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
         if role == "tensorboard" or not cluster.get("scheduler"):
             return {}
         sched = cluster["scheduler"][0]

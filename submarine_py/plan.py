@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from .frameworks import Framework, get_framework
 from .jobfile.model import DockerSpec, JobSpec, Resources
 from .units import split_address
 
 Address = str  # "host:port"
+#: Variables whose values depend on which tasks share a host.
+LOCALITY_KEYS = frozenset({"LOCAL_RANK", "LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+                           "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE"})
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,17 @@ class Plan:
             (t.role, t.index): f"<{t.role}.{t.index}.host>:<{t.role}.{t.index}.port>" for t in self.tasks
         })
 
+    @property
+    def isolated(self) -> FrozenSet[Tuple[str, int]]:
+        """Tasks that see only their own GPUs (every task with ``gpus`` > 0, on both backends)."""
+        return frozenset((t.role, t.index) for t in self.tasks if t.resources.gpus > 0)
+
     def task_env(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
-                 attempt: int) -> Dict[str, str]:
+                 attempt: int, shared_dir: Optional[str] = None) -> Dict[str, str]:
         """Everything a task's process gets on top of its inherited environment."""
         host, port = split_address(cluster[task.role][task.index])
         env = dict(task.env)
-        env.update(self.framework.env(cluster, task.role, task.index))
+        env.update(self.framework.env(cluster, task.role, task.index, self.isolated))
         env.update({
             "SUBM_JOB_ID": job_id,
             "SUBM_JOB_NAME": self.job.name,
@@ -77,7 +85,26 @@ class Plan:
             "SUBM_NUM_TASKS": str(len(self.tasks)),
             "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
         })
+        if shared_dir:
+            env["SUBM_SHARED_DIR"] = shared_dir
         return env
+
+    def preview_envs(self, one_host: bool, shared_dir: Optional[str]) -> Dict[str, Dict[str, str]]:
+        """Each task's environment as ``subm validate`` shows it: addresses as placeholders, and
+        local ranks as tasks will get them: exact when every task shares one host (the local
+        backend) or has GPUs of its own, else ``<by placement>`` (YARN decides the hosts)."""
+        cluster = self.placeholder_cluster()
+        envs = {t.id: self.task_env(t, cluster, "<app_id>", 0, shared_dir) for t in self.tasks}
+        if one_host:
+            same = {role: [f"<host>:{a.rsplit(':', 1)[1]}" for a in addrs] for role, addrs in cluster.items()}
+            for t in self.tasks:
+                fw_env = self.framework.env(same, t.role, t.index, self.isolated)
+                envs[t.id].update({k: v for k, v in fw_env.items() if k in LOCALITY_KEYS})
+        else:
+            for t in self.tasks:
+                if (t.role, t.index) not in self.isolated:
+                    envs[t.id].update({k: "<by placement>" for k in envs[t.id] if k in LOCALITY_KEYS})
+        return envs
 
     def to_dict(self) -> Dict:
         return {"job": self.job.to_dict(), "tasks": [
@@ -95,7 +122,7 @@ def make_plan(job: JobSpec) -> Plan:
         for i in range(spec.instances):
             tasks.append(TaskPlan(
                 role=role, index=i, command=spec.command, resources=spec.resources,
-                tracked=fw.is_tracked(role, spec.tracked), env=dict(spec.env),
+                tracked=fw.is_tracked(role, spec.tracked, list(job.roles)), env=dict(spec.env),
                 docker=spec.docker, node_label=spec.node_label,
             ))
     return Plan(job=job, tasks=tuple(tasks))

@@ -184,3 +184,31 @@ def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env()
     assert argv[-4:] == ["registry.example.com/team/train:1.0", "python3", "-S", local_docker.EXECUTOR_IN_CONTAINER]
     no_gpu = local_docker.run_argv(task, {}, "/w", "/x/executor.py", "local_1", "n", [])
     assert "--gpus" not in no_gpu
+
+
+@pytest.mark.docker
+@pytest.mark.local
+def test_docker_tasks_share_the_jobs_shared_dir_and_read_nested_files(image, tmp_path, subm_home, no_leftovers):
+    job = write_job(tmp_path / "job", f"""
+        name: shared-in-docker
+        docker: {{image: {image}}}
+        roles:
+          worker:
+            instances: 2
+            resources: {{memory: 256 MiB}}
+            command: python3 pkg/hello.py
+        files: {{pkg/hello.py: hello.py, data/in.txt: in.txt}}
+    """, {"hello.py": """
+        import os, pathlib, time
+        shared = pathlib.Path(os.environ["SUBM_SHARED_DIR"])
+        data = pathlib.Path("data/in.txt").read_text().strip()
+        (shared / ("from-" + os.environ["SUBM_INDEX"])).write_text(data)
+        while len(list(shared.glob("from-*"))) < 2:  # each sees what the other wrote
+            time.sleep(0.05)
+        """, "in.txt": "nested\n"})
+    rc, report, err = run_json("run", str(job), "--backend", "local", timeout=180)
+    no_leftovers.append(report["app_id"])
+    assert rc == 0, err + json.dumps(report, indent=1)
+    shared = subm_home / "local" / report["app_id"] / "shared"
+    assert {p.name: p.read_text() for p in shared.iterdir()} == {"from-0": "nested", "from-1": "nested"}
+    assert containers_of(report["app_id"]) == []

@@ -262,7 +262,7 @@ def test_every_field_is_read(full_job, tmp_path):
     assert ps.docker.image == "python:3.11-slim" and ps.docker.network == "bridge"
     assert spec.roles["evaluator"].tracked is False
     assert "tensorboard" not in spec.roles  # instances: 0 leaves a role out
-    assert spec.files == {"train.py": str(tmp_path / "train.py"), "lib/": str(tmp_path / "lib")}
+    assert spec.files == {"train.py": str(tmp_path / "train.py"), "lib": str(tmp_path / "lib")}  # normalized
 
 
 def test_round_trip_yaml_to_object_to_dict_to_object(full_job, tmp_path):

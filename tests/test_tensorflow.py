@@ -58,7 +58,9 @@ def test_tf_config_read_by_tensorflow_for_every_role(tmp_path, subm_home, no_lef
         timeouts: {gang_seconds: 120}
         roles:
           chief: {command: "python check.py {{ shared }}", resources: {memory: 1 GiB}}
-          worker: {instances: 2, command: "python check.py {{ shared }}", resources: {memory: 1 GiB}}
+          # With a ps and a chief workers are untracked by default (ParameterServerStrategy);
+          # these finish by themselves and the test wants each one's check, so they are tracked.
+          worker: {instances: 2, command: "python check.py {{ shared }}", resources: {memory: 1 GiB}, tracked: true}
           ps: {command: "python check.py {{ shared }}", resources: {memory: 1 GiB}}
           evaluator: {command: "python check.py {{ shared }}", resources: {memory: 1 GiB}}
         files:

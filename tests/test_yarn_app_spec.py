@@ -1,9 +1,12 @@
 """The plan as a skein ApplicationSpec: a pure function, checked without a cluster."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from submarine_py.backends.yarn.app_spec import ENVCACHE_FILE, EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import JobSpec
 
@@ -68,12 +71,31 @@ def test_skein_replaces_lost_containers_but_a_failure_never_ends_the_application
 def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_path):
     spec = build(tmp_path)
     worker = spec.services["worker"]
-    assert set(worker.files) == {EXECUTOR_FILE, "train.py"}
+    # The job's files travel as one archive that the executor unpacks as real files.
+    assert set(worker.files) == {EXECUTOR_FILE, FILES_ARCHIVE}
+    assert worker.env["SUBM_FILES_ARCHIVE"] == FILES_ARCHIVE
     assert worker.env["SUBM_ROLE"] == "worker"
     assert worker.env["SUBM_TOKEN"] == "secret"
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
     assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
-    assert "exec %s \"$@\"" in worker.script and "/opt/py/bin/python3 > .subm-bin/python" in worker.script
+    # `python` is a wrapper that starts the interpreter by its own path (a venv's pyvenv.cfg holds).
+    assert "exec /opt/py/bin/python3 \"$@\"" in worker.script and "ln -s" not in worker.script
+
+
+def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("x\n")
+    spec = build(tmp_path, files={"train.py": "train.py", "data/input.txt": "data/input.txt",
+                                  "lib/big.bin": "hdfs://nn/data/big.bin"})
+    worker = spec.services["worker"]
+    assert set(worker.files) == {EXECUTOR_FILE, FILES_ARCHIVE, ".subm-url-0"}
+    assert worker.files[".subm-url-0"].source == "hdfs://nn/data/big.bin"
+    assert json.loads(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
+
+
+def test_a_shared_dir_is_mounted_into_yarn_docker_containers(tmp_path):
+    spec = build(tmp_path, shared_dir="/mnt/nfs/jobs", docker={"image": "team/train:1"})
+    assert spec.services["worker"].env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] == "/mnt/nfs/jobs:/mnt/nfs/jobs:rw"
 
 
 def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):

@@ -44,6 +44,12 @@ class Backend:
     name = "abstract"
     #: How often :meth:`wait` asks for the job's state.
     poll_seconds = 0.25
+    #: Whether every task runs on one host (so local ranks are known before placement).
+    one_host = False
+
+    def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
+        """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""
+        return None
 
     def check(self, plan: Plan) -> None:
         """Refuse (``SpecError``) what the target can never run. Default: accept."""

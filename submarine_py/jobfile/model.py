@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
 ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label", "tracked")
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags")
+              "environment", "tags", "shared_dir")
 NETWORKS = ("host", "bridge", "none")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,6 +41,12 @@ RESERVED_ENV_PREFIX = "SUBM_"
 #: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
 DEFAULT_STOP_GRACE_SECONDS = 3.0
 MAX_STOP_GRACE_SECONDS = 3600
+#: Working-directory names that are submarine-py's own (wrappers, shipped archives, the
+#: executor and its helper, the localized environment archive).
+RESERVED_FILE_PREFIXES = (".subm", "subm-environment")
+RESERVED_FILES = ("subm_executor.py", "subm_envcache.py")
+#: Where a task finds environment.archive unpacked (a link in its working directory).
+ENV_ARCHIVE_DIR = "environment"
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,9 @@ class JobSpec:
     docker: Optional[DockerSpec] = None
     environment: EnvironmentSpec = field(default_factory=EnvironmentSpec)
     tags: Tuple[str, ...] = ()
+    #: YARN: an absolute path every node mounts (NFS...); each job gets a subfolder there,
+    #: its tasks' SUBM_SHARED_DIR. The local backend always has one (in the job's folder).
+    shared_dir: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -161,6 +171,8 @@ class JobSpec:
             d["environment"] = self.environment.to_dict()
         if self.tags:
             d["tags"] = list(self.tags)
+        if self.shared_dir:
+            d["shared_dir"] = self.shared_dir
         return d
 
     @classmethod
@@ -252,9 +264,13 @@ class _Builder(ProblemCollector):
         files = self.files(data.get("files"))
         environment = self.environment(data.get("environment"))
         tags = self.tags(data.get("tags"))
+        shared_dir = self.shared_dir(data.get("shared_dir"))
+        if environment.archive and ENV_ARCHIVE_DIR in {d.split("/")[0] for d in files}:
+            self.fail(f"files.{ENV_ARCHIVE_DIR}", f"'{ENV_ARCHIVE_DIR}' is where environment.archive is "
+                                                  "unpacked; choose another destination")
         spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
                        timeouts=timeouts, files=files, docker=docker, environment=environment,
-                       tags=tags)
+                       tags=tags, shared_dir=shared_dir)
         if not self.problems:
             from ..frameworks import get_framework
 
@@ -387,21 +403,52 @@ class _Builder(ProblemCollector):
         if not isinstance(value, dict):
             self.fail("files", f"expected a mapping of destination: source, got {_show(value)}")
             return {}
-        out = {}
-        for dest, src in value.items():
-            path = f"files.{dest}"
-            if not isinstance(dest, str) or not dest or os.path.isabs(dest) or ".." in dest.split("/"):
+        out: Dict[str, str] = {}
+        for raw_dest, src in value.items():
+            path = f"files.{raw_dest}"
+            dest = _destination(raw_dest)
+            if dest is None:
                 self.fail(path, "the destination must be a relative path inside the task's working directory")
+                continue
+            top = dest.split("/")[0]
+            if top.startswith(RESERVED_FILE_PREFIXES) or top in RESERVED_FILES:
+                self.fail(path, f"names starting with {' or '.join(RESERVED_FILE_PREFIXES)}, and "
+                                f"{', '.join(RESERVED_FILES)}, are submarine-py's own in the working "
+                                "directory; choose another destination")
+                continue
+            if dest in out:
+                self.fail(path, f"names the same destination as another entry ({dest})")
                 continue
             if not isinstance(src, str) or not src:
                 self.fail(path, f"expected a source path, got {_show(src)}")
                 continue
             full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
-            if self.check_files and "://" not in full and not os.path.exists(full):
-                self.fail(path, f"source {full} does not exist")
-                continue
+            if self.check_files and "://" not in full:
+                problem = _source_problem(full)
+                if problem:
+                    self.fail(path, problem)
+                    continue
             out[dest] = full
+        for dest, src in out.items():  # a file cannot also be a folder holding other destinations
+            parent = dest.rsplit("/", 1)[0] if "/" in dest else ""
+            while parent:
+                if parent in out and "://" not in out[parent] and not os.path.isdir(out[parent]):
+                    self.fail(f"files.{dest}", f"lies inside {parent!r}, which is a file")
+                    break
+                parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
         return out
+
+    def shared_dir(self, value: Any) -> Optional[str]:
+        path = self.string(value, "shared_dir")
+        if path is None:
+            return None
+        if not os.path.isabs(path) or "://" in path:
+            self.fail("shared_dir", f"expected an absolute path that every node mounts (NFS...), got {path!r}")
+            return None
+        if ".." in path.split("/"):
+            self.fail("shared_dir", f"must not contain '..', got {path!r}")
+            return None
+        return os.path.normpath(path)
 
     def environment(self, value: Any) -> EnvironmentSpec:
         d = self.mapping(value, "environment", ("python", "archive", "cache_dir"))
@@ -429,6 +476,34 @@ class _Builder(ProblemCollector):
             self.fail("tags", f"expected a list of strings without commas, got {_show(value)}")
             return ()
         return tuple(value)
+
+
+def _destination(dest: Any) -> Optional[str]:
+    """A ``files`` destination as a normalized relative path (``data/./x`` -> ``data/x``), or None."""
+    if not isinstance(dest, str) or not dest.strip() or os.path.isabs(dest) or "\0" in dest:
+        return None
+    norm = posixpath.normpath(dest)
+    if norm in (".", "") or norm.split("/")[0] == "..":
+        return None
+    if ".." in dest.split("/"):
+        return None
+    return norm
+
+
+def _source_problem(full: str) -> Optional[str]:
+    """Why a local ``files`` source cannot be shipped, or None: it must be a readable regular
+    file or folder (a FIFO or device would hang or fail the copy)."""
+    if not os.path.exists(full):
+        return f"source {full} does not exist"
+    if os.path.isdir(full):
+        if not os.access(full, os.R_OK | os.X_OK):
+            return f"source folder {full} is not readable"
+        return None
+    if not os.path.isfile(full):
+        return f"source {full} is not a regular file or a folder"
+    if not os.access(full, os.R_OK):
+        return f"source {full} is not readable"
+    return None
 
 
 def _mount_problem(m: Any) -> Optional[str]:

@@ -95,8 +95,10 @@ class Executor:
 class ApplicationMaster:
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
-                 report_path: Optional[str] = None):
+                 report_path: Optional[str] = None, shared_dir: Optional[str] = None):
         self.plan = plan
+        #: SUBM_SHARED_DIR of every task (the backend created it), or None.
+        self.shared_dir = shared_dir
         self.job_id = job_id
         self.containers = containers
         self.token = token or secrets.token_hex(16)
@@ -281,7 +283,7 @@ class ApplicationMaster:
             ex = self._live_executor(ts)
             if ex is None:
                 continue
-            env = self.plan.task_env(ts.plan, self.cluster, self.job_id, ts.attempt)
+            env = self.plan.task_env(ts.plan, self.cluster, self.job_id, ts.attempt, self.shared_dir)
             header = (f"[subm] job={self.job_id} role={ts.plan.role} index={ts.plan.index} "
                       f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")

@@ -19,7 +19,9 @@ The executor outlives attempts, so a gang restart needs no new containers.
 Settings come from the environment: SUBM_TOKEN, SUBM_ROLE, SUBM_AM_URL (or
 SUBM_AM_DISCOVERY), SUBM_EXECUTOR_ID (or skein's SKEIN_CONTAINER_ID), and
 optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST, SUBM_WORKDIR,
-SUBM_LOG_TO_CONTAINER, SUBM_STOP_GRACE (SIGTERM -> SIGKILL when stopped by a signal).
+SUBM_LOG_TO_CONTAINER, SUBM_STOP_GRACE (SIGTERM -> SIGKILL when stopped by a signal), and on
+YARN SUBM_FILES_ARCHIVE / SUBM_FILES_LINKS (the job's files, laid out in the working
+directory before the executor registers).
 """
 import json
 import os
@@ -29,6 +31,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import urllib.error
@@ -372,6 +375,30 @@ def _load_envcache():
     raise ImportError("envcache.py is not beside %s" % __file__)
 
 
+def lay_out_files(env, workdir):
+    """On YARN: unpack the job's files archive into the working directory as real files
+    (YARN localizes it as a symlink into its cache; scripts must import their siblings),
+    and link each ``scheme://`` source, localized under a flat name, at its destination."""
+    archive = env.get("SUBM_FILES_ARCHIVE")
+    if archive:
+        path = os.path.join(workdir, archive)
+        if os.path.exists(path):
+            with tarfile.open(path) as tar:
+                if hasattr(tarfile, "tar_filter"):  # Python 3.12+ (and security backports)
+                    tar.extractall(workdir, filter="tar")
+                else:
+                    tar.extractall(workdir)
+            os.remove(path)  # only the link to YARN's cache
+    links = json.loads(env.get("SUBM_FILES_LINKS") or "{}")
+    for dest, name in links.items():
+        src, target = os.path.join(workdir, name), os.path.join(workdir, dest)
+        if os.path.lexists(src) and not os.path.lexists(target):
+            parent = os.path.dirname(target)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            os.rename(src, target)
+
+
 def _index_from_container_id(container_id):
     tail = (container_id or "").rsplit("_", 1)[-1]
     return tail if tail.isdigit() else None
@@ -442,6 +469,13 @@ class Executor:
         if not instr.get("hold_port"):
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
+        shared = env.get("SUBM_SHARED_DIR")
+        if shared and not os.path.isdir(shared):
+            sys.stderr.write("[subm] SUBM_SHARED_DIR %s is not a folder on %s: shared_dir must be a path "
+                             "that every node mounts\n" % (shared, self.host))
+            sys.stderr.flush()
+            self.report_exit(instr["attempt"], 127, stopped=False)
+            return
         try:
             if self.environment is not None:
                 self.environment.apply(env)
@@ -598,6 +632,11 @@ def main():
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
         log_to_container(os.environ)
+    try:
+        lay_out_files(os.environ, os.environ.get("SUBM_WORKDIR") or os.getcwd())
+    except (OSError, ValueError, tarfile.TarError) as exc:
+        _log("cannot lay out the job's files: %s" % exc)
+        sys.exit(1)
     try:
         executor = Executor(os.environ)
     except (ConnectionError, KeyError) as exc:

@@ -13,6 +13,7 @@ from typing import List
 from ...runtime.am import ApplicationMaster
 from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
 from ...states import JobState
+from .backend import SHARED_DIR
 from .containers import LocalContainers
 
 
@@ -20,10 +21,12 @@ def main_local(job_dir: str) -> int:
     meta = load_job_file(os.path.join(job_dir, "job.json"))
     plan = plan_of(meta)
     host = os.environ.get("SUBM_LOCAL_HOST", "127.0.0.1")
+    shared = os.path.join(job_dir, SHARED_DIR)
+    os.makedirs(shared, exist_ok=True)
     containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host,
-                                 stop_grace=plan.job.timeouts.stop_grace_seconds)
+                                 stop_grace=plan.job.timeouts.stop_grace_seconds, shared_dir=shared)
     am = ApplicationMaster(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
-                           report_path=os.path.join(job_dir, "report.json"))
+                           report_path=os.path.join(job_dir, "report.json"), shared_dir=shared)
     info_path = os.path.join(job_dir, "am.json")
 
     def write_info() -> None:

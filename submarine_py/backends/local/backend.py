@@ -8,6 +8,7 @@ Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
     am.json       the AM's pid, status URL and token (0600), once it is up
     report.json   the final report, written by the AM
     tasks/R-I/    each task's working directory, the spec's files copied in
+    shared/       SUBM_SHARED_DIR: one folder every task of the job sees (checkpoints)
     logs/R-I.stdout, logs/R-I.stderr   each task's output, a header line per attempt
 """
 from __future__ import annotations
@@ -40,6 +41,8 @@ AM_START_SECONDS = 30
 AM_MODULE = f"{__package__}.am_main"
 #: The folder holding the ``submarine_py`` package the AM must import.
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+#: The job's shared folder (SUBM_SHARED_DIR), inside its job folder.
+SHARED_DIR = "shared"
 
 
 def subm_home() -> str:
@@ -76,6 +79,7 @@ class LocalRequest:
 class LocalBackend(Backend):
     name = "local"
     poll_seconds = 0.1
+    one_host = True
 
     def __init__(self, home: Optional[str] = None):
         self.root = os.path.join(home or subm_home(), "local")
@@ -89,6 +93,10 @@ class LocalBackend(Backend):
         if must_exist and not os.path.isfile(os.path.join(path, "job.json")):
             raise JobNotFoundError(f"no local job {app_id} under {self.root}")
         return path
+
+    def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
+        """Always: ``shared/`` in the job's folder (whatever ``shared_dir`` says; that is YARN's)."""
+        return os.path.join(self.root, app_id, SHARED_DIR)
 
     def check(self, plan: Plan) -> None:
         """Like YARN, refuse GPUs this machine cannot give (all tasks run at once);

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -10,6 +9,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
+from ... import interpreters
 from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
@@ -26,10 +26,11 @@ class LocalContainers(Containers):
     name = "local"
 
     def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1",
-                 stop_grace: float = 3.0):
+                 stop_grace: float = 3.0, shared_dir: Optional[str] = None):
         self.job_dir = job_dir
         #: SIGTERM -> SIGKILL for an executor's process group (the executor gives its task this grace).
         self.stop_grace = stop_grace
+        self.shared_dir = shared_dir
         self.job_id = job_id
         self.files = files
         self.host = host
@@ -78,15 +79,16 @@ class LocalContainers(Containers):
         try:
             if task.docker:
                 name = f"subm-{self.job_id}-{ex_id}".replace("_", "-")
-                argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name, gpus)
+                argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name, gpus,
+                                             shared_dir=self.shared_dir)
                 self.containers[ex_id] = name
                 self.used_docker = True
                 proc_env = dict(os.environ)
             else:
                 argv = [sys.executable, EXECUTOR_PATH]
                 proc_env = dict(os.environ)
-                # `python` in a task's command is the interpreter that runs subm.
-                proc_env["PATH"] = self._python_dir() + os.pathsep + proc_env.get("PATH", "")
+                # `python` in a task's command is the environment that runs subm (venv included).
+                proc_env["PATH"] = self._python_path(proc_env.get("PATH", ""))
                 proc_env.update(full_env)
             proc = subprocess.Popen(argv, cwd=wd, env=proc_env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=err, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
@@ -97,22 +99,12 @@ class LocalContainers(Containers):
         self.tasks[ex_id] = task
         return ex_id
 
-    def _python_dir(self) -> str:
-        """A folder where ``python`` is this interpreter (bare Debian has only ``python3``).
-
-        Small scripts rather than symlinks: a symlink to a virtualenv's ``bin/python``
-        starts the base interpreter (Python finds ``pyvenv.cfg`` beside the path it was
-        started by), which lacks the venv's packages.
-        """
+    def _python_path(self, rest: str) -> str:
+        """``PATH`` where ``python``/``python3`` run this interpreter as started (its venv holds)."""
         bin_dir = os.path.join(self.job_dir, "bin")
-        if not os.path.isdir(bin_dir):
-            os.makedirs(bin_dir)
-            for name in ("python", "python3"):
-                path = os.path.join(bin_dir, name)
-                with open(path, "w") as f:
-                    f.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
-                os.chmod(path, 0o755)
-        return bin_dir + os.pathsep + os.path.dirname(sys.executable)
+        if not os.path.isfile(os.path.join(bin_dir, "python3")):
+            interpreters.write_wrappers(sys.executable, bin_dir)
+        return interpreters.search_path(sys.executable, bin_dir, rest)
 
     def _take_gpus(self, ex_id: str, n: int) -> List[str]:
         if n <= 0 or not self.has_gpus:

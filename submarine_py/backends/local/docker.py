@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ...plan import TaskPlan
 
@@ -17,8 +17,9 @@ def docker_binary() -> str:
 
 
 def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: str, job_id: str,
-             name: str, gpus: Sequence[str] = ()) -> List[str]:
-    """The ``docker run`` command line for one task's executor (the executor runs inside)."""
+             name: str, gpus: Sequence[str] = (), shared_dir: Optional[str] = None) -> List[str]:
+    """The ``docker run`` command line for one task's executor (the executor runs inside);
+    the job's shared folder is mounted at the same path, as SUBM_SHARED_DIR names it."""
     assert task.docker is not None
     d = task.docker
     argv = [docker_binary(), "run", "--rm", "--init", "--name", name,
@@ -27,6 +28,8 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
             "-v", f"{workdir}:{workdir}:rw",
             "-v", f"{executor_path}:{EXECUTOR_IN_CONTAINER}:ro",
             "--memory", f"{task.resources.memory_mb}m", "--cpus", str(task.resources.vcores)]
+    if shared_dir:
+        argv += ["-v", f"{shared_dir}:{shared_dir}:rw"]
     if os.getuid() != 0:
         argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
     for m in d.mounts:

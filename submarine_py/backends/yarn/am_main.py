@@ -32,9 +32,20 @@ def main_yarn(job_file: str) -> int:
     rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None)
     containers = YarnContainers(app, plan, rm=rm)
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
+    shared_root = plan.job.shared_dir
+    shared = os.path.join(shared_root, app_id) if shared_root else None
+    if shared:  # one subfolder per job, made before any task starts
+        try:
+            os.makedirs(shared, exist_ok=True)
+        except OSError as exc:
+            why = (f"shared_dir: cannot create {shared} on {socket.getfqdn()}: {exc.strerror or exc}; "
+                   "shared_dir must be a path every node mounts (NFS...) and the job's user can write")
+            log.error(why)
+            app.shutdown(JobState.FAILED.value, why)
+            return 1
     am = ApplicationMaster(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
                            token=os.environ.get("SUBM_TOKEN"),
-                           report_path=os.path.join(log_dir, "subm-report.json"))
+                           report_path=os.path.join(log_dir, "subm-report.json"), shared_dir=shared)
     host = os.environ.get("NM_HOST") or socket.getfqdn()
     try:
         report = run_am(am, "0.0.0.0", host)

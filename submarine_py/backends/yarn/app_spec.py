@@ -15,10 +15,12 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
 
+from ... import interpreters
 from ...plan import Plan, TaskPlan
 from ...runtime import envcache as envcache_module
 from ...runtime import executor as executor_module
 from ...states import RestartPolicy
+from . import shipping
 
 EXECUTOR_FILE = "subm_executor.py"
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -40,6 +42,8 @@ class YarnOptions:
     job_file: str
     token: str
     rm_url: str
+    #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
+    files_archive: Optional[str] = None
     node_hosts: Sequence[str] = ()
     python: Optional[str] = None  # default: the submitting interpreter
     #: sha256 of environment.archive, computed at submission (None: the executors compute it).
@@ -59,17 +63,13 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
         return {"python": '"$SUBM_PY"', "setup": setup}
     python = env.python or opts.python or sys.executable
-    # A folder where `python` is this interpreter, even where the node has only `python3`. A
-    # script, not a symbolic link: a virtualenv's interpreter finds its site-packages only
-    # when started by its own path (through a link it would be the base interpreter).
-    setup = (f'mkdir -p .subm-bin && printf \'#!/bin/sh\\nexec %s "$@"\\n\' {shlex.quote(shlex.quote(python))} '
-             f'> .subm-bin/python && chmod +x .subm-bin/python && '
-             f'export PATH="$PWD/.subm-bin:{os.path.dirname(python)}:$PATH"')
-    return {"python": shlex.quote(python), "setup": setup}
+    # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
+    return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python)}
 
 
-def docker_env(task: TaskPlan) -> Dict[str, str]:
-    """YARN's Docker runtime variables for a task with an image (Hadoop 3.1+)."""
+def docker_env(task: TaskPlan, shared_dir: Optional[str] = None) -> Dict[str, str]:
+    """YARN's Docker runtime variables for a task with an image (Hadoop 3.1+); the job's
+    ``shared_dir`` is mounted read-write at the same path."""
     if not task.docker:
         return {}
     env = {
@@ -77,8 +77,11 @@ def docker_env(task: TaskPlan) -> Dict[str, str]:
         "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": task.docker.image,
         "YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK": task.docker.network,
     }
-    if task.docker.mounts:
-        env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] = ",".join(task.docker.mounts)
+    mounts = list(task.docker.mounts)
+    if shared_dir:
+        mounts.append(f"{shared_dir}:{shared_dir}:rw")
+    if mounts:
+        env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] = ",".join(mounts)
     return env
 
 
@@ -118,7 +121,12 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
     executor_source = os.path.abspath(executor_module.__file__)
-    user_files = {dest: skein.File(source=src, type="file") for dest, src in plan.job.files.items()}
+    files = plan.job.files
+    user_files: Dict[str, object] = {}
+    if shipping.local_sources(files):
+        user_files[shipping.FILES_ARCHIVE] = skein.File(source=opts.files_archive or "<files archive>", type="file")
+    for dest, name in shipping.url_sources(files).items():
+        user_files[name] = skein.File(source=files[dest], type="file")
     services = {}
     for role, spec in plan.job.roles.items():
         task = plan.task(role, 0)
@@ -129,7 +137,8 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             "SUBM_LOG_TO_CONTAINER": "1",
             "SUBM_STOP_GRACE": f"{plan.job.timeouts.stop_grace_seconds:g}",
             "PYTHONUNBUFFERED": "1",
-            **docker_env(task),
+            **shipping.executor_env(files),
+            **docker_env(task, plan.job.shared_dir),
             **({} if task.docker else archive_env(plan, opts)),
         }
         if task.docker:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import posixpath
 import secrets
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from dataclasses import replace as replace_options
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
@@ -24,6 +26,7 @@ from ...states import JobState, Phase
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend
 from ...runtime.am_process import SIGNALLED
+from . import shipping
 from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, node_log
 
@@ -50,6 +53,8 @@ class YarnRequest:
     job_file: str
     #: The job's secret, shared by the AM and the executors; never printed.
     token: str
+    #: Where :meth:`YarnBackend.submit` packs the job's local files for skein to ship, if any.
+    files_archive: Optional[str] = None
 
     def describe(self) -> str:
         head = (f"# YARN backend: skein's ApplicationSpec; {JOB_FILE} is the validated spec, "
@@ -73,6 +78,10 @@ class YarnBackend(Backend):
 
     def __init__(self, rm_url: Optional[str] = None):
         self.rm = ResourceManager(rm_url)
+
+    def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
+        """The job's subfolder of ``shared_dir`` (a path every node mounts), when it names one."""
+        return posixpath.join(plan.job.shared_dir, app_id) if plan.job.shared_dir else None
 
     # -- before submission --------------------------------------------------------
     def check(self, plan: Plan) -> None:
@@ -122,9 +131,12 @@ class YarnBackend(Backend):
         token = secrets.token_hex(16)
         # Named now (the app spec ships it), created by submit() only.
         job_file = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}", "job.json")
-        app_spec = build_application_spec(plan, self._options(plan, job_file, token))
+        files_archive = (os.path.join(os.path.dirname(job_file), shipping.FILES_ARCHIVE.lstrip("."))
+                         if shipping.local_sources(plan.job.files) else None)
+        opts = replace_options(self._options(plan, job_file, token), files_archive=files_archive)
+        app_spec = build_application_spec(plan, opts)
         return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token=token,
-                           job={"name": plan.job.name, "spec": plan.job.to_dict()})
+                           job={"name": plan.job.name, "spec": plan.job.to_dict()}, files_archive=files_archive)
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
@@ -150,6 +162,8 @@ class YarnBackend(Backend):
         try:
             with open(request.job_file, "w") as f:
                 json.dump(dict(request.job, submitted_at=time.time()), f)
+            if request.files_archive:  # one archive, unpacked as real files by each executor
+                shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
             try:
                 app_id = client.submit(request.app_spec)

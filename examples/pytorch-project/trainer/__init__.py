@@ -1,0 +1,1 @@
+"""A small training package: data loading, the model, snapshots and the training loop."""

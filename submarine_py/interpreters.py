@@ -1,0 +1,57 @@
+"""Make ``python`` and ``python3`` in a task's command the environment subm runs from.
+
+Python finds its virtualenv through the ``pyvenv.cfg`` beside (or one folder
+above) the path it was *started from*, without resolving symlinks. A symlink to
+``/venv/bin/python`` placed in another folder therefore starts the base
+interpreter, without the venv's packages. So a task gets a folder of tiny shell
+wrappers, ``exec /venv/bin/python "$@"``, first on its ``PATH``, and then the
+interpreter's own folder (its console scripts: ``torchrun``, ``pip``, ...). This
+holds for venvs, conda envs, pyenv and system interpreters alike, and where a
+folder has only ``python3`` (Debian's ``/usr/bin``).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from typing import List
+
+#: The names a command may use for the job's interpreter.
+NAMES = ("python", "python3")
+#: The wrapper folder in a YARN container's working directory.
+YARN_BIN_DIR = ".subm-bin"
+
+
+def wrapper_script(python: str) -> str:
+    """A shell script that runs ``python`` (by the path given, so its venv holds) with its arguments."""
+    return f'#!/bin/sh\nexec {shlex.quote(python)} "$@"\n'
+
+
+def write_wrappers(python: str, folder: str) -> None:
+    """Write ``python`` and ``python3`` wrappers for ``python`` into ``folder``."""
+    os.makedirs(folder, exist_ok=True)
+    for name in NAMES:
+        path = os.path.join(folder, name)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(wrapper_script(python))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+
+
+def search_path(python: str, wrapper_dir: str, rest: str = "") -> str:
+    """``PATH`` for a task: the wrappers, then the interpreter's own folder, then ``rest``."""
+    parts: List[str] = [wrapper_dir, os.path.dirname(python)]
+    if rest:
+        parts.append(rest)
+    return os.pathsep.join(parts)
+
+
+def shell_setup(python: str, folder: str = YARN_BIN_DIR) -> str:
+    """Shell lines (for a container's launch script) doing what :func:`write_wrappers` and
+    :func:`search_path` do, with ``folder`` relative to the working directory."""
+    script = shlex.quote(wrapper_script(python))
+    lines = [f"mkdir -p {folder}"]
+    for name in NAMES:
+        lines.append(f"printf '%s' {script} > {folder}/{name} && chmod 755 {folder}/{name}")
+    lines.append(f'export PATH="$PWD/{folder}:{os.path.dirname(python)}:$PATH"')
+    return "\n".join(lines)
