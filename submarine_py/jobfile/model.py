@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ProblemCollector, SpecError
 from ..states import RestartPolicy
+from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from ..units import format_memory, parse_memory
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
@@ -41,12 +41,6 @@ RESERVED_ENV_PREFIX = "SUBM_"
 #: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
 DEFAULT_STOP_GRACE_SECONDS = 3.0
 MAX_STOP_GRACE_SECONDS = 3600
-#: Working-directory names that are submarine-py's own (wrappers, shipped archives, the
-#: executor and its helper, the localized environment archive).
-RESERVED_FILE_PREFIXES = (".subm", "subm-environment")
-RESERVED_FILES = ("subm_executor.py", "subm_envcache.py")
-#: Where a task finds environment.archive unpacked (a link in its working directory).
-ENV_ARCHIVE_DIR = "environment"
 
 
 @dataclass(frozen=True)
@@ -406,7 +400,7 @@ class _Builder(ProblemCollector):
         out: Dict[str, str] = {}
         for raw_dest, src in value.items():
             path = f"files.{raw_dest}"
-            dest = _destination(raw_dest)
+            dest = destination(raw_dest)
             if dest is None:
                 self.fail(path, "the destination must be a relative path inside the task's working directory")
                 continue
@@ -424,7 +418,7 @@ class _Builder(ProblemCollector):
                 continue
             full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
             if self.check_files and "://" not in full:
-                problem = _source_problem(full)
+                problem = source_problem(full)
                 if problem:
                     self.fail(path, problem)
                     continue
@@ -476,34 +470,6 @@ class _Builder(ProblemCollector):
             self.fail("tags", f"expected a list of strings without commas, got {_show(value)}")
             return ()
         return tuple(value)
-
-
-def _destination(dest: Any) -> Optional[str]:
-    """A ``files`` destination as a normalized relative path (``data/./x`` -> ``data/x``), or None."""
-    if not isinstance(dest, str) or not dest.strip() or os.path.isabs(dest) or "\0" in dest:
-        return None
-    norm = posixpath.normpath(dest)
-    if norm in (".", "") or norm.split("/")[0] == "..":
-        return None
-    if ".." in dest.split("/"):
-        return None
-    return norm
-
-
-def _source_problem(full: str) -> Optional[str]:
-    """Why a local ``files`` source cannot be shipped, or None: it must be a readable regular
-    file or folder (a FIFO or device would hang or fail the copy)."""
-    if not os.path.exists(full):
-        return f"source {full} does not exist"
-    if os.path.isdir(full):
-        if not os.access(full, os.R_OK | os.X_OK):
-            return f"source folder {full} is not readable"
-        return None
-    if not os.path.isfile(full):
-        return f"source {full} is not a regular file or a folder"
-    if not os.access(full, os.R_OK):
-        return f"source {full} is not readable"
-    return None
 
 
 def _mount_problem(m: Any) -> Optional[str]:
