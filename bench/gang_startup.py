@@ -13,9 +13,10 @@ For N single-vcore workers (default 1, 4, 8, 15) and R repetitions, it measures
   single-node clusters only, else reported as n/a);
 
 then the time from a task's failure to the gang running again (worker 0 exits 1 at
-attempt 0 after 3 s; or it kills its executor, so its container is lost and replaced):
-worker 0's exit -> the AM's "failed with" log line -> its "gang ready ... (attempt 1)"
-line, and worker 0's exit -> the last worker's attempt-1 command started; for reference,
+SUBM_ATTEMPT 0 after 3 s; or it kills its executor, so its container is lost and replaced):
+worker 0's exit -> the AM's "failed with" log line -> its "gang ready ... (attempt 2)"
+line (attempts as people read them count from 1), and worker 0's exit -> the last worker's
+SUBM_ATTEMPT=1 command started; for reference,
 skein's own restart of a failed container (``max_restarts``): exit -> replacement's process
 started; the wall time of ``subm status APP`` and of ``import skein``. It prints medians.
 
@@ -225,7 +226,7 @@ def failover(workdir: Path, n: int, lose_container: bool = False) -> Dict[str, O
                           f"{am['containerId']}/logs/application.driver.log", timeout=10).text.splitlines()
     failed_line = next(x for x in am_log if "failed with" in x)
     noticed = _am_time(failed_line)
-    ready = next(_am_time(x) for x in am_log if "gang ready" in x and "(attempt 1)" in x)
+    ready = next(_am_time(x) for x in am_log if "gang ready" in x and "(attempt 2)" in x)
     exited, restarted = None, []
     # Worker 0's log at attempt 0 (with a lost container, no longer the task's current one).
     logs = {t["log"] for t in report["tasks"]} | set(re.findall(r"log: (\S+)", failed_line))
