@@ -125,7 +125,7 @@ def format_history_job(r: Dict[str, Any]) -> str:
              + (f", queue {r['queue']}" if r.get("queue") else ""),
              f"  submitted {_when(r.get('submitted_at'))} UTC, started {_when(r.get('started_at'))}, "
              f"ended {_when(r.get('finished_at'))}; took {_seconds(r.get('total_seconds'))}, "
-             f"gang ready after {_seconds(r.get('gang_ready_seconds'))}"]
+             f"gang ready {_seconds(r.get('gang_ready_seconds'))} after submission"]
     tasks = r.get("tasks") or []
     if tasks:
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST", "GPU MEAN/PEAK", "GPU MEM PEAK"]]
