@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""What an executor costs before it registers: N executors started at once, no YARN.
+
+A stand-in AM in this process answers the executors as the real one does (the RM-proxy
+discovery URL, ``/v1/register``, then an ``exit`` instruction). The discovery URL answers
+404 until a random moment (``--publish``, a range of seconds after the launch, the same for
+both variants of one repetition: the AM still starting, as on YARN, where skein starts the
+containers with the AM), then the AM's URL. Figures, seconds, medians:
+
+* launch -> last registered: the N processes started -> the last ``/v1/register``;
+* publish -> last registered: the AM's URL published -> the last ``/v1/register``
+  (what the discovery backoff adds).
+
+It compares the executor of a git revision (``--old-ref``, run as the YARN script ran it
+then) with the working tree's (``python -S``, capped backoff), interleaved.
+
+    python3 bench/executor_startup.py [--n 15] [--reps 8] [--publish 1.5-4.5] [--old-ref 631a218]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class StandInAM:
+    def __init__(self) -> None:
+        self.published = False
+        self.registered: Dict[str, float] = {}
+        self.lock = threading.Lock()
+        am = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def reply(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # an executor that already left
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/am"):
+                    if am.published:
+                        self.reply(200, {"url": am.url})
+                    else:
+                        self.reply(404, {})
+                else:  # /v1/next: leave
+                    self.reply(200, {"instructions": [{"seq": 1, "op": "exit", "code": 0, "grace": 0}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if self.path == "/v1/register":
+                    with am.lock:
+                        am.registered[body["executor"]] = time.time()
+                    self.reply(200, {"index": 0, "attempt": 0})
+                else:
+                    self.reply(200, {})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def one_run(executor: str, argv_prefix: List[str], n: int, publish_after: float) -> Dict[str, float]:
+    am = StandInAM()
+    procs = []
+    t0 = time.time()
+    for i in range(n):
+        env = dict(os.environ, SUBM_TOKEN="t", SUBM_ROLE="worker", SUBM_AM_DISCOVERY=am.url + "/am",
+                   SKEIN_CONTAINER_ID=f"worker_{i}", NM_HOST="127.0.0.1")
+        procs.append(subprocess.Popen([*argv_prefix, executor], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir()))
+    time.sleep(max(0.0, t0 + publish_after - time.time()))
+    t_publish = time.time()
+    am.published = True
+    for p in procs:
+        p.wait(60)
+    am.server.shutdown()
+    last = max(am.registered.values()) if len(am.registered) == n else float("nan")
+    return {"launch -> last registered": last - t0, "publish -> last registered": last - t_publish}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=15)
+    parser.add_argument("--reps", type=int, default=8)
+    parser.add_argument("--publish", default="1.5-4.5", help="seconds until the AM's URL is published: LOW-HIGH")
+    parser.add_argument("--old-ref", default="631a218")
+    parser.add_argument("--python", default=sys.executable)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="subm-bench-exec-") as tmp:
+        old = Path(tmp) / "old_executor.py"
+        old.write_text(subprocess.run(["git", "-C", str(REPO), "show", f"{args.old_ref}:submarine_py/runtime/executor.py"],
+                                      capture_output=True, text=True, check=True).stdout)
+        new = REPO / "submarine_py" / "runtime" / "executor.py"
+        variants = {f"{args.old_ref} (python, backoff cap 1 s)": (str(old), [args.python]),
+                    "this tree (python -S, cap 0.25 s)": (str(new), [args.python, "-S"])}
+        results: Dict[str, List[Dict[str, float]]] = {k: [] for k in variants}
+        low, high = (float(x) for x in args.publish.split("-"))
+        for rep in range(args.reps):
+            publish = random.uniform(low, high)
+            for name in (list(variants) if rep % 2 == 0 else list(variants)[::-1]):
+                executor, prefix = variants[name]
+                results[name].append(one_run(executor, prefix, args.n, publish))
+                print(f"rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr, flush=True)
+    load = os.getloadavg()[0]
+    print(f"# {args.n} executors at once, AM published {args.publish} s after, {args.reps} reps, medians (s); "
+          f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print("| executor | launch -> last registered | publish -> last registered |")
+    print("|---|---:|---:|")
+    for name, runs in results.items():
+        a = statistics.median(r["launch -> last registered"] for r in runs)
+        b = statistics.median(r["publish -> last registered"] for r in runs)
+        worst = max(r["publish -> last registered"] for r in runs)
+        print(f"| {name} | {a:.2f} | {b:.2f} (worst {worst:.2f}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
