@@ -191,3 +191,16 @@ def test_without_a_shared_dir_the_example_checkpoints_to_the_cluster_filesystem(
     finally:
         subprocess.run([str(hadoop), "fs", "-rm", "-r", "-f", uri.rsplit("/", 1)[0]], capture_output=True,
                        env=dict(os.environ, HADOOP_CONF_DIR=YARN_CONF_DIR))
+
+
+def test_a_shared_dir_the_am_cannot_create_fails_the_job_saying_so(tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the shared folder should be")
+    job = write_job(tmp_path / "job", f"""\
+        name: bad-shared-dir
+        shared_dir: {blocked}/jobs
+        roles: {{worker: {{command: "true", resources: {{memory: 256 MiB}}}}}}
+        """)
+    rc, report, err = yarn_run(sys.executable, job)
+    assert rc == 1 and report["state"] == "FAILED", f"{report}\n{err}"
+    assert f"shared_dir: cannot create {blocked}/jobs/{report['app_id']}" in report["diagnostics"]
