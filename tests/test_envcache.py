@@ -173,3 +173,28 @@ def test_an_unpack_in_progress_blocks_the_cleaner_and_old_leftovers_go(tmp_path)
     os.utime(leftover, (old, old))
     envcache.clean(str(cache), max_age_days=7)
     assert not leftover.exists()
+
+
+def test_a_shipped_environment_is_first_on_the_tasks_path_and_linked_in_its_folder(tmp_path):
+    archive = make_tar(tmp_path / "subm-environment.tar.gz")
+    workdir = tmp_path / "container"
+    workdir.mkdir()
+    env = {"SUBM_ENV_ARCHIVE": str(archive), "SUBM_ENV_SHA256": envcache.sha256_of(str(archive)),
+           "SUBM_ENV_CACHE": str(tmp_path / "cache")}
+    shipped = envcache.ShippedEnvironment(env, str(workdir))
+    task_env = {"PATH": "/usr/bin"}
+    shipped.apply(task_env)  # waits for the unpack
+    assert task_env["PATH"] == f"{shipped.path}/bin:/usr/bin"
+    assert task_env["SUBM_ENVIRONMENT"] == shipped.path
+    assert os.path.realpath(workdir / "environment") == shipped.path
+    check_env(shipped.path)
+    os.close(shipped.lock_fd)
+
+
+def test_a_shipped_environment_that_cannot_be_unpacked_stops_the_task_with_its_name(tmp_path):
+    archive = tmp_path / "subm-environment.tar.gz"
+    archive.write_bytes(b"truncated")
+    shipped = envcache.ShippedEnvironment({"SUBM_ENV_ARCHIVE": str(archive), "SUBM_ENV_CACHE": str(tmp_path / "c")},
+                                          str(tmp_path))
+    with pytest.raises(OSError, match="cannot prepare the environment subm-environment.tar.gz"):
+        shipped.apply({})

@@ -30,6 +30,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import zipfile
 
@@ -239,3 +240,49 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
         finally:
             os.close(fd)
     return removed
+
+
+class ShippedEnvironment:
+    """The job's packed environment (``environment.archive``), made ready in the background.
+
+    The archive arrives as a plain file (SUBM_ENV_ARCHIVE); :func:`ensure` unpacks it once
+    per node while the executor registers, and the task starts with its ``bin`` first on
+    PATH (:meth:`apply`). ``./environment`` links to it, as YARN's unpacked archive would be.
+    """
+
+    def __init__(self, env, workdir, log=None):
+        self.log = log or (lambda msg: None)
+        self.archive = os.path.abspath(env["SUBM_ENV_ARCHIVE"])
+        self.sha256 = env.get("SUBM_ENV_SHA256") or None
+        self.cache_dir = env.get("SUBM_ENV_CACHE") or None
+        self.max_age_days = float(env.get("SUBM_ENV_CACHE_DAYS") or 7)
+        self.workdir = workdir
+        self.path = None
+        self.error = None
+        self.lock_fd = None  # held open while we live: the cache's cleaner skips environments in use
+        self.ready = threading.Event()
+        threading.Thread(target=self._prepare, daemon=True).start()
+
+    def _prepare(self):
+        try:
+            self.path, self.lock_fd, _ = ensure(self.archive, self.sha256, self.cache_dir, log=self.log)
+            link = os.path.join(self.workdir, "environment")
+            if not os.path.lexists(link):
+                os.symlink(self.path, link)
+        except Exception as exc:
+            self.error = "cannot prepare the environment %s: %s" % (os.path.basename(self.archive), exc)
+        finally:
+            self.ready.set()
+        if self.path is not None:
+            try:
+                clean(self.cache_dir, self.max_age_days, log=self.log)
+            except Exception as exc:
+                self.log("cleaning the environment cache: %s" % exc)
+
+    def apply(self, env):
+        """Wait until ready; put the environment first on the task's PATH (raises if it failed)."""
+        self.ready.wait()
+        if self.error:
+            raise OSError(self.error)
+        env["PATH"] = os.path.join(self.path, "bin") + os.pathsep + env.get("PATH", "")
+        env["SUBM_ENVIRONMENT"] = self.path

@@ -312,54 +312,6 @@ def stderr_tail(path, start):
     return "\n".join(lines[-TAIL_LINES:])
 
 
-class ShippedEnvironment:
-    """The job's packed environment (``environment.archive``), made ready in the background.
-
-    The archive arrives as a plain file (SUBM_ENV_ARCHIVE); the node's cache unpacks it once
-    (``envcache.py``, shipped beside this file) while the executor registers, and the task
-    starts with its ``bin`` first on PATH. ``./environment`` links to it, as YARN's unpacked
-    archive would be.
-    """
-
-    def __init__(self, env, workdir):
-        self.archive = os.path.abspath(env["SUBM_ENV_ARCHIVE"])
-        self.sha256 = env.get("SUBM_ENV_SHA256") or None
-        self.cache_dir = env.get("SUBM_ENV_CACHE") or None
-        self.max_age_days = float(env.get("SUBM_ENV_CACHE_DAYS") or 7)
-        self.workdir = workdir
-        self.path = None
-        self.error = None
-        self.lock_fd = None  # held open while we live: the cache's cleaner skips environments in use
-        self.ready = threading.Event()
-        threading.Thread(target=self._prepare, daemon=True).start()
-
-    def _prepare(self):
-        envcache = None
-        try:
-            envcache = _load_envcache()
-            self.path, self.lock_fd, _ = envcache.ensure(self.archive, self.sha256, self.cache_dir, log=_log)
-            link = os.path.join(self.workdir, "environment")
-            if not os.path.lexists(link):
-                os.symlink(self.path, link)
-        except Exception as exc:
-            self.error = "cannot prepare the environment %s: %s" % (os.path.basename(self.archive), exc)
-        finally:
-            self.ready.set()
-        if envcache is not None:
-            try:
-                envcache.clean(self.cache_dir, self.max_age_days, log=_log)
-            except Exception as exc:
-                _log("cleaning the environment cache: %s" % exc)
-
-    def apply(self, env):
-        """Wait until ready; put the environment first on the task's PATH (raises if it failed)."""
-        self.ready.wait()
-        if self.error:
-            raise OSError(self.error)
-        env["PATH"] = os.path.join(self.path, "bin") + os.pathsep + env.get("PATH", "")
-        env["SUBM_ENVIRONMENT"] = self.path
-
-
 def _load_envcache():
     """envcache.py from beside this file (``subm_envcache.py`` on YARN), standard library only."""
     import importlib.util
@@ -412,7 +364,9 @@ class Executor:
         self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
         self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
-        self.environment = ShippedEnvironment(env, self.workdir) if env.get("SUBM_ENV_ARCHIVE") else None
+        # environment.archive: unpacked into the node's cache in the background while we register.
+        self.environment = (_load_envcache().ShippedEnvironment(env, self.workdir, log=_log)
+                            if env.get("SUBM_ENV_ARCHIVE") else None)
         self.am = AMClient(discover_am(env), env["SUBM_TOKEN"], self.executor_id)
         self.instructions = queue.Queue()
         self.reservation = None
@@ -639,7 +593,7 @@ def main():
         sys.exit(1)
     try:
         executor = Executor(os.environ)
-    except (ConnectionError, KeyError) as exc:
+    except (ConnectionError, KeyError, ImportError) as exc:
         _log("cannot start: %s" % exc)
         sys.exit(1)
 
