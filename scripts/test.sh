@@ -16,7 +16,8 @@
 #   4. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
 #
 # Tests needing YARN run only when HADOOP_CONF_DIR names a cluster: a rig that happens to be
-# up (/tmp/yarn-rig) is never used unless you source its env.sh yourself.
+# up (/tmp/yarn-rig) is never used unless you source its env.sh yourself. CI (.ci/run) runs
+# this script inside scripts/with-rig.sh, which starts (and stops) a rig of its own.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -21,6 +21,44 @@ REPO = Path(__file__).resolve().parent.parent
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
+#: In CI (CI=true) every yarn test must run: one that would skip fails instead.
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def skip_without_yarn(reason: str) -> None:
+    """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure."""
+    if IN_CI:
+        pytest.fail(f"CI runs every yarn test, but: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """In CI a yarn test that skips (no cluster, a missing piece) is reported as failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if IN_CI and report.skipped and item.get_closest_marker("yarn") and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI runs every yarn test, but this one skipped: {reason}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def skein_drivers(tmp_path_factory: pytest.TempPathFactory):
+    """One place for the skein drivers (JVMs, one per cluster) the tests' ``subm run`` start,
+    instead of one per test's SUBM_HOME; they are stopped when the session ends."""
+    if os.environ.get("SUBM_SKEIN_HOME"):
+        yield Path(os.environ["SUBM_SKEIN_HOME"])
+        return
+    home = tmp_path_factory.mktemp("skein-drivers")
+    os.environ["SUBM_SKEIN_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        del os.environ["SUBM_SKEIN_HOME"]
+        from submarine_py.backends.yarn.skein_driver import stop_drivers
+
+        stop_drivers(str(home))
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from submarine_py.hadoopconf import DEFAULTS, FILES, mount_warnings, render_hado
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
-HADOOP_311 = Path(os.environ.get("HADOOP_311_HOME", "/opt/hadoop-3.1.1"))
+HADOOP_311 = Path(os.environ.get("HADOOP_311_HOME") or os.environ.get("HADOOP_HOME") or "/opt/hadoop-3.1.1")
 
 
 def props(xml_text: str) -> dict:
@@ -275,7 +275,7 @@ def test_the_committed_example_files_are_the_defaults_rendered():
 
 
 @pytest.mark.skipif(not (HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar").exists(),
-                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME, default /opt/hadoop-3.1.1)")
+                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME or HADOOP_HOME, default /opt/hadoop-3.1.1)")
 def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
     """A misspelt property is silently ignored by Hadoop; check the names against yarn-default.xml."""
     with zipfile.ZipFile(HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:

@@ -29,7 +29,7 @@ def main_yarn(job_file: str) -> int:
     plan = plan_of(meta, check_files=False)
     app = skein.ApplicationClient.from_current()
     app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
-    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None)
+    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0)  # the AM never blocks on it
     containers = YarnContainers(app, plan, rm=rm)
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
     shared_root = plan.job.shared_dir

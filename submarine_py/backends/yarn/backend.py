@@ -1,8 +1,9 @@
 """The client side of the YARN backend.
 
-Only :meth:`YarnBackend.submit` needs skein's driver (a JVM); it reuses a
-running global driver and starts one when there is none. Status, list, kill
-and logs use the RM and NM REST APIs.
+Only :meth:`YarnBackend.submit` needs skein's driver (a JVM); it reuses the
+driver started for the cluster HADOOP_CONF_DIR names, and starts one when there
+is none (see skein_driver.py). Status, list, kill and logs use the RM and NM
+REST APIs.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from ..base import KILLED_BY_USER, Backend
 from ...runtime.am_process import SIGNALLED
 from . import shipping
 from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, node_log
+from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log
+from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
                 "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
@@ -140,18 +142,9 @@ class YarnBackend(Backend):
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
-        skein = require_skein()
-
-        try:
-            return skein.Client.from_global_driver()
-        except (skein.exceptions.DriverNotRunningError, skein.exceptions.SkeinError, OSError):
-            pass
-        try:
-            skein.Client.start_global_driver(log=os.path.join(tempfile.gettempdir(), "subm-skein-driver.log"))
-            return skein.Client.from_global_driver()
-        except Exception as exc:
-            raise BackendError(f"could not start skein's driver: {exc}; is HADOOP_CONF_DIR "
-                               f"({os.environ.get('HADOOP_CONF_DIR')}) right and Java available?") from None
+        """skein's client, through the driver started for the cluster HADOOP_CONF_DIR names."""
+        require_skein()
+        return client_for(hadoop_conf_dir())
 
     def submit(self, request: YarnRequest, *, detach: bool = False) -> str:
         job_dir = os.path.dirname(request.job_file)
@@ -180,7 +173,7 @@ class YarnBackend(Backend):
 
     # -- after submission ---------------------------------------------------------------
     def status(self, app_id: str) -> JobReport:
-        app = self.rm.app(app_id)
+        app = self._settled(self.rm.app(app_id))
         yarn_state, state = app.get("state"), _state_of(app)
         done = state.is_terminal() and yarn_state in YARN_ENDED
         am: Optional[JobReport] = None
@@ -212,6 +205,32 @@ class YarnBackend(Backend):
                 facts[key] = app[rm_key] / 1000.0
         report = replace(report, **facts)
         return report
+
+    def _settled(self, app: Dict[str, Any]) -> Dict[str, Any]:
+        """The application once a restarted RM has it back as it was.
+
+        After a restart with work-preserving recovery the RM shows a running application
+        ACCEPTED until its AM re-registers (seconds); meanwhile the AM and the tasks run on.
+        Such a state is waited out (within the RM's wait), not reported as the job's.
+        """
+        if app.get("state") != "ACCEPTED" or not app.get("startedTime"):
+            return app
+        started_on = self.rm.started_on()
+        if not started_on or app["startedTime"] >= started_on:
+            return app  # submitted to this RM: ACCEPTED means waiting for an AM container
+        try:
+            had_am = bool(self.rm.am_container(app["id"]).get("containerId"))
+        except (BackendError, JobNotFoundError):
+            had_am = False
+        if not had_am:
+            return app
+        self.rm.say(f"the YARN ResourceManager restarted; waiting for {app['id']}'s ApplicationMaster to "
+                    "register with it again")
+        deadline = time.monotonic() + self.rm.wait_seconds
+        while app.get("state") == "ACCEPTED" and time.monotonic() < deadline:
+            time.sleep(1.0)
+            app = self.rm.app(app["id"])
+        return app
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""

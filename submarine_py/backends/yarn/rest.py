@@ -1,27 +1,60 @@
 """The YARN ResourceManager and NodeManager REST APIs, with ``requests``.
 
 Everything the CLI needs after submission (status, list, kill, logs) goes
-through here, so those commands never start a JVM.
+through here, so those commands never start a JVM. Every call names the user
+(``user.name``, Hadoop's simple HTTP authentication), so YARN records who did
+what and its ACLs apply. A ResourceManager that does not answer (restarting,
+failing over) is waited for, up to ``SUBM_RM_WAIT`` seconds (120), saying so.
 """
 from __future__ import annotations
 
+import getpass
 import os
+import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import requests
 
-from ...errors import BackendError, JobNotFoundError
+from ...errors import BackendError, JobNotFoundError, SpecError
 
 GPU = "yarn.io/gpu"
+#: How long a command waits for a ResourceManager that does not answer, by default.
+RM_WAIT_SECONDS = 120.0
+#: HTTP answers of a ResourceManager that is up but not serving yet (starting, standby).
+RM_NOT_READY = (502, 503, 504)
+INFO = "/ws/v1/cluster/info"
+
+
+def yarn_user() -> str:
+    """Who YARN should see: HADOOP_USER_NAME (as Hadoop's own clients), else the login name."""
+    return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+
+
+def hadoop_conf_dir() -> str:
+    """HADOOP_CONF_DIR, checked: it names an existing folder holding yarn-site.xml."""
+    conf_dir = os.environ.get("HADOOP_CONF_DIR") or ""
+    if not conf_dir:
+        raise SpecError([("HADOOP_CONF_DIR", "not set: the yarn backend talks to the cluster whose configuration "
+                                             "it names (the folder with yarn-site.xml); set it, or run with "
+                                             "--backend local")])
+    if not os.path.isdir(conf_dir):
+        raise SpecError([("HADOOP_CONF_DIR", f"{conf_dir} does not exist; point it at your cluster's Hadoop "
+                                             "configuration (the folder with yarn-site.xml), or unset it to run "
+                                             "locally")])
+    if not os.path.isfile(os.path.join(conf_dir, "yarn-site.xml")):
+        raise SpecError([("HADOOP_CONF_DIR", f"{conf_dir} has no yarn-site.xml; point it at your cluster's Hadoop "
+                                             "configuration")])
+    return os.path.realpath(conf_dir)
 
 
 def hadoop_conf(name: str, conf_dir: Optional[str] = None) -> Dict[str, str]:
-    """Properties of ``$HADOOP_CONF_DIR/<name>`` (empty when absent)."""
-    conf_dir = conf_dir or os.environ.get("HADOOP_CONF_DIR") or ""
+    """Properties of ``<conf_dir>/<name>`` (conf_dir: the checked HADOOP_CONF_DIR; empty when the file is absent)."""
+    conf_dir = conf_dir or hadoop_conf_dir()
     path = os.path.join(conf_dir, name)
-    if not conf_dir or not os.path.isfile(path):
+    if not os.path.isfile(path):
         return {}
     try:
         root = ET.parse(path).getroot()
@@ -36,7 +69,7 @@ def hadoop_conf(name: str, conf_dir: Optional[str] = None) -> Dict[str, str]:
 
 
 def rm_address(conf_dir: Optional[str] = None) -> str:
-    """The RM's web address: SUBM_YARN_RM_URL, else yarn-site.xml, else localhost:8088."""
+    """The RM's web address: SUBM_YARN_RM_URL, else yarn-site.xml of HADOOP_CONF_DIR (which must exist)."""
     if os.environ.get("SUBM_YARN_RM_URL"):
         return os.environ["SUBM_YARN_RM_URL"].rstrip("/")
     conf = hadoop_conf("yarn-site.xml", conf_dir)
@@ -44,6 +77,24 @@ def rm_address(conf_dir: Optional[str] = None) -> str:
     if not addr or "${" in addr:
         addr = f"{conf.get('yarn.resourcemanager.hostname', 'localhost')}:8088"
     return addr if addr.startswith("http") else f"http://{addr}"
+
+
+def rm_wait_seconds() -> float:
+    """SUBM_RM_WAIT: seconds to wait for a ResourceManager that does not answer (0: fail at once)."""
+    raw = os.environ.get("SUBM_RM_WAIT", "")
+    if not raw:
+        return RM_WAIT_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise SpecError([("SUBM_RM_WAIT", f"expected seconds (a number >= 0), got {raw!r}")])
+    return value
+
+
+def _say(line: str) -> None:
+    print(f"subm: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -59,18 +110,66 @@ class ClusterLimits:
 
 
 class ResourceManager:
-    def __init__(self, url: Optional[str] = None, timeout: float = 10.0):
+    """The RM's REST API. ``wait_seconds``: how long one call waits out an RM that does not
+    answer (default SUBM_RM_WAIT or 120 s); ``say`` hears what it waits for."""
+
+    #: Seconds between two "still waiting" lines.
+    say_every = 15.0
+
+    def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
+                 say: Callable[[str], None] = _say):
         self.url = (url or rm_address()).rstrip("/")
         self.timeout = timeout
+        self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
+        self.say = say
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
+        self.session.params = {"user.name": yarn_user()}
+
+    def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
+        """One call, retried while the RM does not answer (or answers that it is not ready),
+        up to ``wait_seconds``; then BackendError."""
+        started = time.monotonic()
+        said = None
+        while True:
+            try:
+                resp = self.session.request(method, self.url + path, timeout=self.timeout, **kw)
+                why = "" if resp.status_code not in RM_NOT_READY else f"it answers HTTP {resp.status_code}"
+                if resp.status_code == 404 and path != INFO:
+                    # A restarted RM answers before it has recovered its applications.
+                    state = self._ha_state()
+                    why = "" if state in ("ACTIVE", None) else f"it is {state}, recovering its applications"
+            except requests.RequestException as exc:
+                resp, why = None, type(exc).__name__
+            waited = time.monotonic() - started
+            if not why:
+                if said is not None:
+                    self.say(f"the YARN ResourceManager at {self.url} answers again (after {waited:.0f} s)")
+                return resp
+            if waited >= self.wait_seconds:
+                raise BackendError(f"cannot reach the YARN ResourceManager at {self.url} ({why}"
+                                   + (f", waited {waited:.0f} s" if self.wait_seconds else "")
+                                   + "); check HADOOP_CONF_DIR, or wait longer with SUBM_RM_WAIT=SECONDS") from None
+            if said is None or waited - said >= self.say_every:
+                self.say(f"the YARN ResourceManager at {self.url} does not answer ({why}); waiting for it "
+                         f"({waited:.0f} s so far, at most {self.wait_seconds:.0f} s: SUBM_RM_WAIT)")
+                said = waited
+            time.sleep(min(1.0, max(0.0, self.wait_seconds - waited)))
+
+    def _ha_state(self) -> Optional[str]:
+        """The RM's haState (INITIALIZING while it recovers after a restart; ACTIVE; STANDBY)."""
+        try:
+            resp = self.session.get(self.url + INFO, timeout=self.timeout)
+            return ((resp.json() or {}).get("clusterInfo") or {}).get("haState")
+        except (requests.RequestException, ValueError):
+            return None
+
+    def started_on(self) -> Optional[int]:
+        """When this RM (incarnation) started, in ms (None if it does not say)."""
+        return ((self._get(INFO) or {}).get("clusterInfo") or {}).get("startedOn")
 
     def _get(self, path: str, **params: Any) -> Any:
-        try:
-            resp = self.session.get(self.url + path, params=params or None, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise BackendError(f"cannot reach the YARN ResourceManager at {self.url}: {exc}; "
-                               "check HADOOP_CONF_DIR or set SUBM_YARN_RM_URL") from None
+        resp = self._request("GET", path, params=params or None)
         if resp.status_code == 404:
             raise JobNotFoundError(f"the ResourceManager has no {path}")
         if resp.status_code >= 400:
@@ -183,11 +282,7 @@ class ResourceManager:
     def kill(self, app_id: str, diagnostics: str = "") -> None:
         """Kill an application; ``diagnostics`` (3.1+) become YARN's diagnostics of it."""
         body = {"state": "KILLED", **({"diagnostics": diagnostics} if diagnostics else {})}
-        try:
-            resp = self.session.put(f"{self.url}/ws/v1/cluster/apps/{app_id}/state", json=body,
-                                    timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise BackendError(f"cannot reach the ResourceManager at {self.url}: {exc}") from None
+        resp = self._request("PUT", f"/ws/v1/cluster/apps/{app_id}/state", json=body)
         if resp.status_code == 404:
             raise JobNotFoundError(f"YARN knows no application {app_id}")
         if resp.status_code >= 400:
@@ -215,7 +310,8 @@ def node_log(node_http: str, container_id: str, name: str, offset: int = 0, time
     """A container log file from its NodeManager (None when the NM no longer has it)."""
     base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
-        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}/logs/{name}", timeout=timeout)
+        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}/logs/{name}", timeout=timeout,
+                            params={"user.name": yarn_user()})
     except requests.RequestException:
         return None
     if resp.status_code != 200:
@@ -227,7 +323,7 @@ def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dic
     base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
         resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
-                            headers={"Accept": "application/json"})
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
     except (requests.RequestException, ValueError):
         return {}

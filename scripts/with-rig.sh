@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Run a command against a YARN rig of its own, started for it and stopped after it, whatever
+# happens (exit, failure, Ctrl-C, SIGTERM). What CI does around the test suite:
+#
+#   bash scripts/with-rig.sh bash scripts/test.sh -q
+#
+# The rig (scripts/rig.sh: RIG_NODES=3 by default, RM recovery on) lives in a fresh folder
+# under /tmp on loopback addresses nobody else uses, so a rig already up on this machine
+# (/tmp/yarn-rig on localhost) is neither used nor disturbed. The command gets
+# HADOOP_CONF_DIR/HADOOP_HOME/JAVA_HOME for it, its own skein config (SKEIN_CONFIG) and
+# skein drivers (SUBM_SKEIN_HOME).
+# The command's exit status is this script's.
+set -uo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[ $# -gt 0 ] || { echo "usage: with-rig.sh CMD [ARG...]" >&2; exit 2; }
+
+dir=$(mktemp -d /tmp/subm-rig.XXXXXX)
+stop() {
+  trap - EXIT INT TERM
+  bash "$repo/scripts/rig.sh" down "$dir"
+  if [ "${rc:-1}" = 0 ]; then rm -rf "$dir"; else echo "with-rig.sh: the rig's logs are kept in $dir" >&2; fi
+}
+trap stop EXIT
+child=""
+on_signal() { rc=$1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child"; exit "$rc"; }
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+bash "$repo/scripts/rig.sh" up "$dir" || { rc=1; echo "with-rig.sh: the rig did not start" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$dir/env.sh"
+export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers
+"$@" &
+child=$!
+wait "$child"
+rc=$?
+exit "$rc"

@@ -1,0 +1,155 @@
+"""skein's driver, one per cluster.
+
+skein submits through a driver: a JVM that reads the Hadoop configuration once, when it
+starts, and serves clients afterwards. skein's own "global driver" (``~/.skein/driver``)
+is one per user, bound to whatever cluster ``HADOOP_CONF_DIR`` named when it started: a
+client that reuses it submits there, whatever ``HADOOP_CONF_DIR`` says now. So subm keeps
+a driver per cluster configuration: skein's config folder (``SKEIN_CONFIG``: the driver's
+address, its TLS credentials) is ``$SUBM_SKEIN_HOME/<rm>-<hash of the conf dir>/``
+(``SUBM_SKEIN_HOME`` defaults to ``$SUBM_HOME/skein``, i.e. ``~/.submarine/skein``), with
+the driver's log beside it (per user: ``SUBM_HOME`` is). A driver whose configuration
+files changed since it started is replaced.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import warnings
+from typing import Dict, Iterator, List
+
+from ...errors import BackendError
+from .rest import hadoop_conf
+
+#: Files of the Hadoop configuration whose content the driver depends on.
+CONF_FILES = ("core-site.xml", "yarn-site.xml", "hdfs-site.xml", "resource-types.xml")
+
+
+def skein_home() -> str:
+    """Where the per-cluster skein config folders live."""
+    home = os.environ.get("SUBM_SKEIN_HOME")
+    if not home:
+        home = os.path.join(os.environ.get("SUBM_HOME", "~/.submarine"), "skein")
+    return os.path.abspath(os.path.expanduser(home))
+
+
+def fingerprint(conf_dir: str) -> str:
+    """A digest of the configuration files a driver reads at start."""
+    digest = hashlib.sha256()
+    for name in CONF_FILES:
+        path = os.path.join(conf_dir, name)
+        digest.update(name.encode() + b"\0")
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+def config_dir_for(conf_dir: str) -> str:
+    """The skein config folder of the cluster whose (resolved) Hadoop configuration is ``conf_dir``."""
+    conf = hadoop_conf("yarn-site.xml", conf_dir)
+    rm = conf.get("yarn.resourcemanager.address") or conf.get("yarn.resourcemanager.hostname") or "rm"
+    name = re.sub(r"[^A-Za-z0-9.-]+", "_", rm).strip("_")[:60] or "rm"
+    return os.path.join(skein_home(), f"{name}-{hashlib.sha256(conf_dir.encode()).hexdigest()[:10]}")
+
+
+@contextlib.contextmanager
+def _skein_config(directory: str) -> Iterator[None]:
+    """Point skein at ``directory`` for its driver file and credentials.
+
+    skein reads ``SKEIN_CONFIG`` once, at import, into ``skein.core.properties``, which its
+    driver and security helpers look up at each call; a fresh one is swapped in meanwhile.
+    """
+    import skein.core
+
+    saved_env, saved = os.environ.get("SKEIN_CONFIG"), skein.core.properties
+    os.environ["SKEIN_CONFIG"] = directory
+    skein.core.properties = skein.core.Properties()
+    try:
+        with warnings.catch_warnings():  # "credentials not found, writing now": expected, the first time
+            warnings.simplefilter("ignore", UserWarning)
+            yield
+    finally:
+        skein.core.properties = saved
+        if saved_env is None:
+            os.environ.pop("SKEIN_CONFIG", None)
+        else:
+            os.environ["SKEIN_CONFIG"] = saved_env
+
+
+def client_for(conf_dir: str):
+    """A ``skein.Client`` whose driver was started for the cluster configured in ``conf_dir``
+    (resolved, existing): reused when running with the same configuration, else started."""
+    import skein
+
+    directory = config_dir_for(conf_dir)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    meta_path = os.path.join(directory, "cluster.json")
+    meta = {"hadoop_conf_dir": conf_dir, "fingerprint": fingerprint(conf_dir)}
+    log = os.path.join(directory, "driver.log")
+    # One process at a time starts (or replaces) this cluster's driver: two starting at once
+    # would each stop the other's.
+    with open(os.path.join(directory, "lock"), "w") as lock, _skein_config(directory):
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _read_json(meta_path) == meta:
+            try:
+                return skein.Client.from_global_driver()
+            except (skein.exceptions.SkeinError, OSError):
+                pass  # gone: start another
+        _stop(directory)  # a driver for another configuration, or a dead one
+        saved_conf = os.environ.get("HADOOP_CONF_DIR")
+        os.environ["HADOOP_CONF_DIR"] = conf_dir  # the driver reads it once, now
+        try:
+            skein.Client.start_global_driver(log=log)
+            client = skein.Client.from_global_driver()
+        except Exception as exc:
+            raise BackendError(f"could not start skein's driver for the cluster of {conf_dir}: {exc}; "
+                               f"its log: {log} (Java 8 or 11 needed: JAVA_HOME)") from None
+        finally:
+            if saved_conf is not None:
+                os.environ["HADOOP_CONF_DIR"] = saved_conf
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
+        return client
+
+
+def _read_json(path: str) -> Dict[str, str]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _stop(directory: str) -> bool:
+    """Stop the driver recorded in ``directory`` (if its process still runs); True if one was."""
+    driver = _read_json(os.path.join(directory, "driver"))
+    for name in ("driver", "cluster.json"):
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, name))
+    pid = driver.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"skein" not in f.read():
+                return False  # the pid was reused: not ours to stop
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return False
+    return True
+
+
+def stop_drivers(home: str = "") -> List[str]:
+    """Stop every per-cluster driver under ``home`` (default :func:`skein_home`); their folders."""
+    home = home or skein_home()
+    stopped = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(home)):
+            if _stop(os.path.join(home, name)):
+                stopped.append(os.path.join(home, name))
+    return stopped
