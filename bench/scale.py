@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 from submarine_py.backends.yarn.skein_driver import client_for  # noqa: E402
-from submarine_py.backends.yarn.spec import AM_MEMORY_MB  # noqa: E402
+from submarine_py.backends.yarn.app_spec import AM_MEMORY_MB  # noqa: E402
 
 TASK_MB = 64
 RM = rm_address()

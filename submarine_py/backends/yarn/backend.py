@@ -7,7 +7,7 @@ REST APIs.
 """
 from __future__ import annotations
 
-import getpass
+import functools
 import json
 import os
 import posixpath
@@ -29,7 +29,7 @@ from ..base import KILLED_BY_USER, Backend
 from ...runtime.am_process import SIGNALLED
 from . import shipping
 from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log
+from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, yarn_user
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
@@ -79,7 +79,19 @@ class YarnBackend(Backend):
     poll_seconds = 0.5
 
     def __init__(self, rm_url: Optional[str] = None):
-        self.rm = ResourceManager(rm_url)
+        self.rm_url = rm_url
+
+    @functools.cached_property
+    def rm(self) -> ResourceManager:
+        """The cluster's RM, from HADOOP_CONF_DIR (checked on first use, so that a missing
+        skein is reported first)."""
+        return ResourceManager(self.rm_url)
+
+    @functools.cached_property
+    def rm_now(self) -> ResourceManager:
+        """The same RM for views of the moment (``subm cluster``, history collection): an RM that
+        does not answer is reported at once, not waited for."""
+        return ResourceManager(self.rm.url, wait_seconds=0)
 
     def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
         """The job's subfolder of ``shared_dir`` (a path every node mounts), when it names one."""
@@ -266,8 +278,7 @@ class YarnBackend(Backend):
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
         """This user's finished applications of subm that the RM still lists (its
         ``yarn.resourcemanager.max-completed-applications``, 1000 by default)."""
-        user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-        apps = self.rm.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"], user=user)
+        apps = self.rm_now.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"], user=yarn_user())
         for a in sorted(apps, key=lambda a: a.get("startedTime") or 0):
             if a.get("id") and a["id"] not in known:
                 yield self.status(a["id"])
@@ -275,7 +286,8 @@ class YarnBackend(Backend):
     def cluster(self) -> Dict[str, Any]:
         from ...cluster import yarn_cluster
 
-        return yarn_cluster(self.rm.url, self.rm.nodes(), self.rm.scheduler(), self.rm.resource_types())
+        rm = self.rm_now
+        return yarn_cluster(rm.url, rm.nodes(), rm.scheduler(), rm.resource_types())
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
