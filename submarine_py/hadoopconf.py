@@ -65,16 +65,16 @@ DEFAULTS: Dict[str, Any] = {
     "cgroups_hierarchy": "hadoop-yarn",
 }
 
-_HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$")
-_REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?::[0-9]{1,5})?$")
-_UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
-_GPU_DEVICES = re.compile(r"^auto$|^[0-9]+:[0-9]+(?:,[0-9]+:[0-9]+)*$")
-_DRIVER_VERSION = re.compile(r"^$|^[0-9]+(?:\.[0-9]+)*$")
-_HIERARCHY = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*$")
+_HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\Z")
+_REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?::[0-9]{1,5})?\Z")
+_UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_CAPABILITY = re.compile(r"^[A-Z][A-Z_]*\Z")
+_GPU_DEVICES = re.compile(r"^auto\Z|^[0-9]+:[0-9]+(?:,[0-9]+:[0-9]+)*\Z")
+_DRIVER_VERSION = re.compile(r"^\Z|^[0-9]+(?:\.[0-9]+)*\Z")
+_HIERARCHY = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*\Z")
 # A path both the XML files and container-executor.cfg carry verbatim.
-_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]*$")
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]*\Z")
 
 
 class _Checker(ProblemCollector):

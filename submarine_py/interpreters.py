@@ -53,5 +53,8 @@ def shell_setup(python: str, folder: str = YARN_BIN_DIR) -> str:
     lines = [f"mkdir -p {folder}"]
     for name in NAMES:
         lines.append(f"printf '%s' {script} > {folder}/{name} && chmod 755 {folder}/{name}")
-    lines.append(f'export PATH="$PWD/{folder}:{os.path.dirname(python)}:$PATH"')
+    # The interpreter's folder is shell-quoted: environment.python is the user's, and this
+    # line runs in YARN's container (a "$(...)" in it would run there).
+    own = os.path.dirname(python)
+    lines.append(f'export PATH="$PWD/{folder}":{shlex.quote(own) + ":" if own else ""}"$PATH"')
     return "\n".join(lines)

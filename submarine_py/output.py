@@ -151,6 +151,10 @@ def format_progress(report: JobReport, elapsed: float) -> str:
     if state == JobState.ACCEPTED or report.phase == Phase.STARTING and not report.tasks:
         return f"[{elapsed:6.1f}s] {state}: waiting for the ApplicationMaster"
     total = report.total or len(report.tasks)
+    if not total:  # nothing from the AM (it is gone, or never answered): no task counts to show
+        if state.is_terminal():
+            return f"[{elapsed:6.1f}s] job {state}"
+        return f"[{elapsed:6.1f}s] {state}: the ApplicationMaster does not answer"
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
     if report.phase == Phase.STARTING:

@@ -172,13 +172,14 @@ def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env()
         "roles": {"worker": {"command": "python3 t.py", "resources": {"gpus": 1, "memory": "1 GiB", "vcores": 2}}},
     })
     task = make_plan(spec).tasks[0]
-    argv = local_docker.run_argv(task, {"SUBM_ROLE": "worker"}, "/w", "/x/executor.py", "local_1", "n", ["3"])
+    argv = local_docker.run_argv(task, {"SUBM_ROLE": "worker", "SUBM_TOKEN": "secret"}, "/w", "/x/executor.py", "local_1", "n", ["3"])
     line = " ".join(argv)
     assert "--label subm.job=local_1" in line
     assert "--network host" in line
     assert "-v /data:/data:ro" in line  # mounts default to read-only
     assert "-v /w:/w:rw -w /w" in line or ("-w /w" in line and "-v /w:/w:rw" in line)
-    assert "-e SUBM_ROLE=worker" in line
+    assert "-e SUBM_ROLE=worker -e SUBM_TOKEN " in line  # the secret through docker's environment
+    assert "secret" not in line
     assert '--gpus "device=3"' in line
     assert "--memory 1024m" in line and "--cpus 2" in line
     assert argv[-4:] == ["registry.example.com/team/train:1.0", "python3", "-S", local_docker.EXECUTOR_IN_CONTAINER]

@@ -48,7 +48,7 @@ def test_every_role_with_an_image_gets_the_docker_runtime_variables():
 @pytest.mark.unit
 def test_the_skein_spec_runs_the_executor_with_the_images_python():
     plan = make_plan(JobSpec.from_dict(SPEC))
-    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token="t", rm_url="http://rm:8088"))
+    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token_file="/tmp/token", rm_url="http://rm:8088"))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
     assert worker.script.strip() == "exec python3 -S subm_executor.py"

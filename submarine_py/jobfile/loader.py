@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import jinja2
 import jinja2.sandbox
@@ -23,7 +23,9 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
 
     Values are read as YAML scalars, so ``--set epochs=3`` gives the integer 3
     and ``--set lr=0.1`` a float (numbers still render as written: ``0123``
-    stays ``0123``); ``true``/``false`` give booleans; anything else stays a string.
+    stays ``0123``); ``true``/``false`` give booleans; anything else stays a string,
+    and lands in the job file as (part of) one YAML scalar whatever it contains
+    (newlines, ``:``, ``#``, brackets): a value never adds keys (see :func:`load_job`).
     """
     out: Dict[str, Any] = {}
     for key, raw in split_set_options(pairs, identifiers=True):
@@ -31,12 +33,23 @@ def parse_set_options(pairs: Iterable[str]) -> Dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, (dict, list)) or value is None:
-            value = raw
+        if isinstance(value, (dict, list, str)) or value is None:
+            value = _SetStr(raw if not isinstance(value, str) or "\n" in raw else value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             value = _typed(value, raw.strip())
         out[key] = value
     return out
+
+
+class _SetStr(str):
+    """A string given with ``--set``: rendered through a placeholder, so it stays one scalar."""
+
+
+#: Placeholders for ``--set`` strings while the rendered job is parsed (private-use characters,
+#: which YAML treats as ordinary text and no one types).
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+_MARK = re.compile(f"{_MARK_OPEN}([0-9]+){_MARK_CLOSE}")
+_LINE_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
 
 
 class _AsTyped:
@@ -63,12 +76,24 @@ def _typed(number: Any, text: str) -> Any:
     return obj
 
 
-def render_template(text: str, variables: Mapping[str, Any], name: str = "job.yaml") -> str:
+def render_template(text: str, variables: Mapping[str, Any], name: str = "job.yaml",
+                    placeholders: Optional[List[str]] = None) -> str:
     """Render a job file as a sandboxed Jinja2 template.
 
     Undefined variables are errors unless the template gives a ``default``.
+    With ``placeholders`` (a list to fill), every ``--set`` string printed by
+    ``{{ ... }}`` is rendered as a placeholder instead, its value appended to
+    the list: :func:`load_yaml` puts values back inside the scalars they landed in.
     """
-    env = _BoundedSandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+    def finalize(value: Any) -> Any:
+        if placeholders is not None and isinstance(value, _SetStr):
+            placeholders.append(str(value))
+            return f"{_MARK_OPEN}{len(placeholders) - 1}{_MARK_CLOSE}"
+        return value
+
+    env = _BoundedSandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+                          finalize=finalize)
     env.globals["env"] = _EnvLookup()
     try:
         return env.from_string(text).render(**dict(variables))
@@ -136,11 +161,42 @@ class _EnvLookup:
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader (no object tags) that refuses alias bombs before constructing."""
+    """SafeLoader (no object tags) that refuses alias bombs before constructing,
+    and puts ``--set`` values back in place of their placeholders."""
+
+    placeholders: Sequence[str] = ()
 
     def construct_document(self, node):  # type: ignore[override]
         _check_expanded_size(node)
+        if self.placeholders:
+            self._fill(node, set())
         return super().construct_document(node)
+
+    def _fill(self, node: yaml.Node, seen: set) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if _MARK_OPEN not in node.value:
+                return
+            whole = _MARK.fullmatch(node.value)
+            value = _MARK.sub(lambda m: self._value(int(m.group(1))), node.value)
+            if whole and node.style is None and not any(b in value for b in _LINE_BREAKS):
+                # `epochs: {{ n }}` with a one-line value: typed as YAML would type it there.
+                node.tag = self.resolve(yaml.ScalarNode, value, (True, False))
+            else:
+                node.tag = "tag:yaml.org,2002:str"
+            node.value = value
+        elif isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                self._fill(child, seen)
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                self._fill(k, seen)
+                self._fill(v, seen)
+
+    def _value(self, i: int) -> str:
+        return self.placeholders[i] if i < len(self.placeholders) else ""
 
     def construct_mapping(self, node, deep=False):  # type: ignore[override]
         # PyYAML keeps the last of duplicate keys silently; a spec with two `worker:` is a mistake.
@@ -189,10 +245,16 @@ def _check_expanded_size(root: yaml.Node) -> None:
     size(root)
 
 
-def load_yaml(text: str, name: str = "job.yaml") -> Any:
-    """Load one YAML document safely: no object tags, bounded alias expansion."""
+def load_yaml(text: str, name: str = "job.yaml", placeholders: Sequence[str] = ()) -> Any:
+    """Load one YAML document safely: no object tags, bounded alias expansion;
+    ``placeholders`` are the values :func:`render_template` left placeholders for."""
+
+    class Loader(_BoundedLoader):
+        pass
+
+    Loader.placeholders = tuple(placeholders)
     try:
-        return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -218,6 +280,7 @@ def load_job(path: str, variables: Optional[Mapping[str, Any]] = None):
     except UnicodeDecodeError:
         raise SpecError([("", f"{path} is not UTF-8 text")]) from None
     name = os.path.basename(path)
-    rendered = render_template(text, variables or {}, name=name)
-    data = load_yaml(rendered, name=name)
+    placeholders: List[str] = []
+    rendered = render_template(text, variables or {}, name=name, placeholders=placeholders)
+    data = load_yaml(rendered, name=name, placeholders=placeholders)
     return JobSpec.from_dict(data, base_dir=os.path.dirname(os.path.abspath(path)))

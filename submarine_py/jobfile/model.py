@@ -26,14 +26,14 @@ ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
               "environment", "tags", "shared_dir")
 NETWORKS = ("host", "bridge", "none")
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # [registry[:port]/]path[:tag][@digest], lower-case path components as Docker requires.
 _IMAGE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
     r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?\Z"
 )
 RESERVED_ENV_PREFIX = "SUBM_"
 #: 3 s: enough for a task to flush logs and close files on SIGTERM, short enough that a
@@ -41,6 +41,21 @@ RESERVED_ENV_PREFIX = "SUBM_"
 #: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
 DEFAULT_STOP_GRACE_SECONDS = 3.0
 MAX_STOP_GRACE_SECONDS = 3600
+#: A name YARN turns into a file of the container's directory (a ``files`` destination or a
+#: source's base name): YARN's launch script writes it between double quotes, so no ``$``,
+#: backquote, quote, backslash or control character may reach it; no ``:``/``#``/``%``/``?``
+#: (URIs) and no leading ``-`` (an option to ``ln``).
+_FILE_NAME = re.compile(r"^[A-Za-z0-9._+@=,~][A-Za-z0-9._+@=,~ -]*\Z")
+#: A host or container path of a Docker mount (YARN separates mounts with ',' and fields with ':').
+_MOUNT_PATH = re.compile(r"^/[A-Za-z0-9._+@=~/-]*\Z")
+_QUEUE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}\Z")
+#: YARN's node label names; Hadoop 3.1 takes one label per request.
+_NODE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}\Z")
+#: Linux: one argument or ``NAME=value`` string of a process (MAX_ARG_STRLEN, 32 pages).
+MAX_ARG_STRLEN = 131072
+#: What a task's own variables and command may take of the kernel's ARG_MAX (2 MiB with the
+#: usual 8 MiB stack), leaving the rest to the container's inherited environment and subm's.
+MAX_TASK_ARGS_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -247,10 +262,12 @@ class _Builder(ProblemCollector):
             raise SpecError([("", f"the job file must be a YAML mapping, got {_show(data)}")])
         self.mapping(data, "", JOB_FIELDS)
         name = self.string(data.get("name"), "name", required=True) or "job"
-        if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", name):
+        if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z", name):
             self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
         framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
         queue = self.string(data.get("queue"), "queue", default="default") or "default"
+        if not _QUEUE.match(queue):
+            self.fail("queue", f"expected a YARN queue name (letters, digits, '_', '-', '.'), got {_show(queue)}")
         restart = self.restart(data.get("restart"))
         timeouts = self.timeouts(data.get("timeouts"))
         docker = self.docker(data.get("docker"), "docker")
@@ -323,14 +340,40 @@ class _Builder(ProblemCollector):
             command = shlex.join(str(c) for c in command)
         command = self.string(command, f"{path}.command", required=True) or ""
         env = self.env(raw.get("env"), f"{path}.env")
+        self.exec_limits(command, env, path)
         docker = self.docker(raw.get("docker"), f"{path}.docker", inherit=job_docker)
         node_label = self.string(raw.get("node_label"), f"{path}.node_label")
+        if node_label and not _NODE_LABEL.match(node_label):
+            self.fail(f"{path}.node_label", f"expected one YARN node label (letters, digits, '_', '-'), "
+                                            f"got {_show(node_label)}")
         tracked = raw.get("tracked")
         if tracked is not None and not isinstance(tracked, bool):
             self.fail(f"{path}.tracked", f"expected true or false, got {_show(tracked)}")
             tracked = None
         return RoleSpec(name=name, command=command, instances=instances, resources=resources,
                         env=env, docker=docker, node_label=node_label or None, tracked=tracked)
+
+    def exec_limits(self, command: str, env: Mapping[str, str], path: str) -> None:
+        """What Linux's execve() takes: each string at most MAX_ARG_STRLEN, all of them within ARG_MAX.
+
+        The task runs as ``/bin/sh -c COMMAND`` with its variables in the environment; past
+        these limits every attempt would die with 'Argument list too long'.
+        """
+        size = len(command.encode()) + 1
+        if size > MAX_ARG_STRLEN:
+            self.fail(f"{path}.command", f"is {size - 1} bytes; a command may be at most {MAX_ARG_STRLEN - 1} "
+                                         "(Linux's limit on one argument, MAX_ARG_STRLEN)")
+        total = size
+        for name, value in env.items():
+            entry = len(name.encode()) + 1 + len(value.encode()) + 1
+            total += entry + 8  # and its pointer
+            if entry > MAX_ARG_STRLEN:
+                self.fail(f"{path}.env.{name}", f"NAME=value is {entry - 1} bytes; an environment variable may be "
+                                                f"at most {MAX_ARG_STRLEN - 1} (Linux's MAX_ARG_STRLEN)")
+        if total > MAX_TASK_ARGS_BYTES:
+            self.fail(f"{path}.env", f"the command and variables take {total} bytes; a task's may take at most "
+                                     f"{MAX_TASK_ARGS_BYTES} (Linux's ARG_MAX, with room for the rest of the "
+                                     "environment)")
 
     def resources(self, value: Any, path: str) -> Resources:
         d = self.mapping(value, path, ("memory", "vcores", "gpus"))
@@ -412,9 +455,16 @@ class _Builder(ProblemCollector):
                 continue
             if dest in out:
                 self.fail(path, f"names the same destination as another entry ({dest})")
+            bad = [part for part in dest.split("/") if part and not _FILE_NAME.match(part)]
+            if bad:
+                self.fail(path, f"{bad[0]!r} in the destination: {_FILE_NAME_RULE}")
                 continue
             if not isinstance(src, str) or not src:
                 self.fail(path, f"expected a source path, got {_show(src)}")
+                continue
+            base = _base_name(src)
+            if "://" in src and not _FILE_NAME.match(base):  # YARN localizes it under this name
+                self.fail(path, f"the source's name {base!r}: {_FILE_NAME_RULE} (YARN names the copy after it)")
                 continue
             full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
             if self.check_files and "://" not in full:
@@ -442,6 +492,10 @@ class _Builder(ProblemCollector):
         if ".." in path.split("/"):
             self.fail("shared_dir", f"must not contain '..', got {path!r}")
             return None
+        if not _MOUNT_PATH.match(path):  # a Docker mount YARN passes through a shell script
+            self.fail("shared_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
+                                    f"through a shell script), got {_show(path)}")
+            return None
         return os.path.normpath(path)
 
     def environment(self, value: Any) -> EnvironmentSpec:
@@ -451,8 +505,18 @@ class _Builder(ProblemCollector):
         cache_dir = self.string(d.get("cache_dir"), "environment.cache_dir")
         if cache_dir and not os.path.isabs(cache_dir):
             self.fail("environment.cache_dir", f"expected an absolute path on the nodes, got {cache_dir!r}")
+        elif cache_dir and not _MOUNT_PATH.match(cache_dir):
+            self.fail("environment.cache_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
+                                               f"through a shell script), got {_show(cache_dir)}")
         elif cache_dir and not archive:
             self.fail("environment.cache_dir", "only used with environment.archive (where archives are unpacked)")
+        if python and (not python.strip() or any(ord(c) < 32 or ord(c) == 127 for c in python)):
+            self.fail("environment.python", f"expected an interpreter's path, got {_show(python)}")
+            python = None
+        if archive and not _FILE_NAME.match(_base_name(archive)):
+            self.fail("environment.archive", f"the name {_base_name(archive)!r}: {_FILE_NAME_RULE} "
+                                             "(YARN names the copy after it)")
+            archive = None
         if python and archive:
             self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
         if archive and "://" not in archive:
@@ -469,7 +533,20 @@ class _Builder(ProblemCollector):
         if not isinstance(value, list) or not all(isinstance(t, str) and t and "," not in t for t in value):
             self.fail("tags", f"expected a list of strings without commas, got {_show(value)}")
             return ()
+        for i, t in enumerate(value):
+            if len(t) > 100 or not all(32 <= ord(c) < 127 for c in t):
+                self.fail(f"tags[{i}]", f"YARN takes tags of at most 100 printable ASCII characters, got {_show(t)}")
         return tuple(value)
+
+
+_FILE_NAME_RULE = ("names may hold letters, digits, spaces and . _ + @ = , ~ - (not first), "
+                   "nothing a shell would read")
+
+
+def _base_name(source: str) -> str:
+    """The last part of a source path or URL (what YARN calls the localized copy)."""
+    path = source.split("://", 1)[1].split("/", 1)[-1] if "://" in source else source
+    return os.path.basename(path.rstrip("/")) or path
 
 
 def _mount_problem(m: Any) -> Optional[str]:
@@ -477,11 +554,15 @@ def _mount_problem(m: Any) -> Optional[str]:
         return f"expected 'src:dst[:ro|rw]', got {_show(m)}"
     parts = m.split(":")
     if len(parts) not in (2, 3) or not all(parts[:2]):
-        return f"expected 'src:dst[:ro|rw]', got {m!r}"
+        return f"expected 'src:dst[:ro|rw]', got {_show(m)}"
     if len(parts) == 3 and parts[2] not in ("ro", "rw"):
         return f"the mode must be ro or rw, got {parts[2]!r}"
     if not (os.path.isabs(parts[0]) and os.path.isabs(parts[1])):
-        return f"both paths must be absolute, got {m!r}"
+        return f"both paths must be absolute, got {_show(m)}"
+    for part in parts[:2]:
+        if not _MOUNT_PATH.match(part):
+            return (f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes mounts through a "
+                    f"shell script), got {part!r}")
     return None
 
 

@@ -39,6 +39,10 @@ STDERR_TAIL_BYTES = 2048
 STOP_MARGIN_SECONDS = 5
 #: Decisions kept in the report (the AM's log has all of them).
 MAX_EVENTS = 200
+REDACTED = "<hidden>"
+#: How often a running AM rewrites its report file, so that a job whose AM is killed or
+#: lost still has a final report with its tasks.
+SNAPSHOT_SECONDS = 2.0
 
 
 def shown(attempt: int) -> int:
@@ -92,10 +96,21 @@ class Executor:
     attempt: Optional[int] = None
 
 
+def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
+    """The job spec as a dict, with the values of the roles' variables hidden (they may be
+    secrets; their names stay)."""
+    spec = plan.job.to_dict()
+    for role in spec.get("roles", {}).values():
+        if role.get("env"):
+            role["env"] = {name: REDACTED for name in role["env"]}
+    return spec
+
+
 class ApplicationMaster:
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
-                 report_path: Optional[str] = None, shared_dir: Optional[str] = None):
+                 report_path: Optional[str] = None, shared_dir: Optional[str] = None,
+                 snapshots: bool = False):
         self.plan = plan
         #: SUBM_SHARED_DIR of every task (the backend created it), or None.
         self.shared_dir = shared_dir
@@ -103,6 +118,9 @@ class ApplicationMaster:
         self.containers = containers
         self.token = token or secrets.token_hex(16)
         self.report_path = report_path
+        #: Rewrite the report file while running (YARN: the cluster may end the AM before it
+        #: writes a final one). Off where the file's presence means "finished" (local).
+        self.snapshots = snapshots
         self.submitted_at = submitted_at or time.time()
         self.started_at = time.time()
         self.lock = threading.RLock()
@@ -372,7 +390,7 @@ class ApplicationMaster:
         """True once the verdict is in (the job is finishing or done)."""
         return self.phase in (Phase.FINISHING, Phase.DONE)
 
-    def _finish(self, state: JobState, diagnostics: str) -> None:
+    def _finish(self, state: JobState, diagnostics: str, announce: bool = True) -> None:
         if self._finishing:
             return
         self.state, self.diagnostics = state, diagnostics
@@ -385,12 +403,16 @@ class ApplicationMaster:
             if ex.alive:
                 self._send(ex, "exit", code=0, grace=self.grace)
         self.to_launch.clear()
-        self._decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
+        if announce:
+            self._decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
 
     def kill(self, why: str = "killed by request") -> None:
+        # No "job KILLED" line yet: on YARN a SIGTERM usually means the container itself is
+        # being killed, and YARN may record FAILED if it ends us before driver.finish() (the
+        # last line, "job ... KILLED after ...", comes once the cluster has taken the verdict).
         with self.lock:
             self._decide("stopping every task: %s", why)
-            self._finish(JobState.KILLED, why)
+            self._finish(JobState.KILLED, why, announce=False)
 
     # ------------------------------------------------------------- main loop
     def run(self) -> JobReport:
@@ -403,10 +425,18 @@ class ApplicationMaster:
         finishing_since: Optional[float] = None
         told_to_stop: set = set()
         unheard: List[str] = []
+        next_snapshot = 0.0
         while True:
             if self.kill_requested:
                 self.kill(self.kill_requested)
                 self.kill_requested = None
+                # YARN kills the AM's container 250 ms after this SIGTERM: say what became of
+                # each task now, before stopping them.
+                if self.snapshots:
+                    self._write_report()
+            if self.snapshots and time.monotonic() >= next_snapshot:
+                self._write_report()
+                next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
             with self.lock:
                 launch = [self.tasks[k] for k in self.to_launch]
                 self.to_launch = []
@@ -440,15 +470,26 @@ class ApplicationMaster:
             self.phase = Phase.DONE
             report = self.report()
             self.changed.notify_all()
-        if self.report_path:
-            tmp = self.report_path + ".tmp"
-            with open(tmp, "w") as f:  # with the spec, so that history keeps the job as submitted
-                json.dump(replace(report, spec=self.plan.job.to_dict()).to_dict(), f, indent=2)
-            os.replace(tmp, self.report_path)
+        self._write_report(report)
         self.containers.finish(self.state, self.diagnostics)
         log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
                  report.attempts, report.timings.total_seconds)
         return report
+
+    def _write_report(self, report: Optional[JobReport] = None) -> None:
+        """Write the report file atomically (a snapshot until the job is done), with the
+        spec, so that history keeps the job as submitted (on YARN the file is in the AM
+        container's log directory, which the NodeManager serves: no env values)."""
+        if not self.report_path:
+            return
+        report = report or self.report()
+        tmp = self.report_path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(replace(report, spec=spec_without_secrets(self.plan)).to_dict(), f, indent=2)
+            os.replace(tmp, self.report_path)
+        except OSError as exc:
+            log.warning("could not write the report %s: %s", self.report_path, exc)
 
     def _launch(self, ts: Task) -> None:
         try:
@@ -502,14 +543,18 @@ class ApplicationMaster:
 
     def _gang_timeout(self) -> None:
         missing = [ts for ts in self.tasks.values() if ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
-        parts = []
+        parts: List[str] = []
+        by_role: Dict[str, List[str]] = {}
         for ts in missing:
-            word = (self.containers.describe(ts.executor) if ts.executor
-                    else self.containers.describe_role(ts.plan.role))
-            parts.append(f"{ts.plan.id} ({word or 'not registered'})")
+            if ts.executor:
+                parts.append(f"{ts.plan.id} ({self.containers.describe(ts.executor) or 'not registered'})")
+            else:  # what the cluster says of a role is the same for each of its tasks: once
+                by_role.setdefault(ts.plan.role, []).append(ts.plan.id)
+        for role, ids in by_role.items():
+            parts.append(f"{', '.join(ids)} ({self.containers.describe_role(role) or 'not registered'})")
         self._finish(JobState.FAILED, f"gang not complete within timeouts.gang_seconds "
                                f"({self.plan.job.timeouts.gang_seconds} s), attempt {shown(self.attempt)}; "
-                               f"missing: {', '.join(parts)}")
+                               f"missing: {'; '.join(parts)}")
 
     # ---------------------------------------------------------------- report
     def report(self) -> JobReport:

@@ -16,7 +16,8 @@ Life of an executor::
     while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
 The executor outlives attempts, so a gang restart needs no new containers.
-Settings come from the environment: SUBM_TOKEN, SUBM_ROLE, SUBM_AM_URL (or
+Settings come from the environment: SUBM_TOKEN (or SUBM_TOKEN_FILE, a file
+holding it: on YARN, where variables end up in a log the NodeManager serves), SUBM_ROLE, SUBM_AM_URL (or
 SUBM_AM_DISCOVERY), SUBM_EXECUTOR_ID (or skein's SKEIN_CONTAINER_ID), and
 optionally SUBM_INDEX (preferred task index), SUBM_ADVERTISE_HOST, SUBM_WORKDIR,
 SUBM_LOG_TO_CONTAINER, SUBM_STOP_GRACE (SIGTERM -> SIGKILL when stopped by a signal), and on
@@ -325,6 +326,22 @@ def _load_envcache():
             spec.loader.exec_module(module)
             return module
     raise ImportError("envcache.py is not beside %s" % __file__)
+def read_token(env):
+    """The job's secret: SUBM_TOKEN, or the file SUBM_TOKEN_FILE names (read once, then
+    unlinked from the working directory so the task's own files do not carry it)."""
+    if env.get("SUBM_TOKEN"):
+        return env["SUBM_TOKEN"]
+    path = env.get("SUBM_TOKEN_FILE")
+    if not path:
+        raise KeyError("SUBM_TOKEN")
+    with open(path) as f:
+        token = f.read().strip()
+    try:
+        if os.path.islink(path):  # YARN's link to the localized copy; the copy stays private
+            os.unlink(path)
+    except OSError:
+        pass
+    return token
 
 
 def lay_out_files(env, workdir):
@@ -367,7 +384,7 @@ class Executor:
         # environment.archive: unpacked into the node's cache in the background while we register.
         self.environment = (_load_envcache().ShippedEnvironment(env, self.workdir, log=_log)
                             if env.get("SUBM_ENV_ARCHIVE") else None)
-        self.am = AMClient(discover_am(env), env["SUBM_TOKEN"], self.executor_id)
+        self.am = AMClient(discover_am(env), read_token(env), self.executor_id)
         self.instructions = queue.Queue()
         self.reservation = None
         self.child = None
@@ -408,7 +425,7 @@ class Executor:
     # -- the task's process --------------------------------------------------
     def start(self, instr):
         env = dict(os.environ)
-        for k in ("SUBM_TOKEN", "SUBM_AM_URL", "SUBM_EXECUTOR_ID"):
+        for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID"):
             env.pop(k, None)
         env.update(instr["env"])
         header = instr.get("header") or "[subm] %s attempt %s" % (self.role, instr["attempt"])
@@ -565,6 +582,23 @@ def _reap(pid):
         pass
 
 
+def _kill_escaped():
+    """SIGKILL every descendant that left the executor's process group (``setsid``).
+
+    When a container is stopped, YARN's NodeManager signals the container's process
+    group only: SIGTERM, then SIGKILL 250 ms later (yarn.nodemanager.sleep-delay-before-sigkill.ms),
+    and the executor is gone with that SIGKILL. A process outside the group would outlive
+    the job, so it gets now what the group gets at the end.
+    """
+    group = os.getpgrp()
+    for p in _descendants():
+        try:
+            if os.getpgid(p) != group:
+                os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def _signal_tree(pid, sig):
     """Signal the task's command and everything it started.
 
@@ -593,11 +627,12 @@ def main():
         sys.exit(1)
     try:
         executor = Executor(os.environ)
-    except (ConnectionError, KeyError, ImportError) as exc:
+    except (ConnectionError, KeyError, ImportError, OSError) as exc:
         _log("cannot start: %s" % exc)
         sys.exit(1)
 
     def on_signal(signum, frame):
+        _kill_escaped()
         executor.stop_child(DEFAULT_GRACE)
         sys.exit(128 + signum)
 

@@ -13,6 +13,7 @@ Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
 """
 from __future__ import annotations
 
+import codecs
 import glob
 import json
 import os
@@ -43,6 +44,8 @@ AM_MODULE = f"{__package__}.am_main"
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 #: The job's shared folder (SUBM_SHARED_DIR), inside its job folder.
 SHARED_DIR = "shared"
+#: How much of a log `subm logs` holds at once.
+LOG_CHUNK = 1 << 20
 
 
 def subm_home() -> str:
@@ -273,20 +276,23 @@ class LocalBackend(Backend):
             raise JobNotFoundError(f"no logs for {role or 'any role'}{'' if index is None else ':' + str(index)} "
                                    f"in {app_id}; roles: {', '.join(_roles(job_dir)) or 'none yet'}")
         offsets = {p: 0 for p in files}
+        decoders = {p: codecs.getincrementaldecoder("utf-8")("replace") for p in files}
         while True:
             for p in files:
+                titled = follow and offsets[p] > 0
                 try:
                     with open(p, "rb") as f:
                         f.seek(offsets[p])
-                        data = f.read()
+                        # In pieces: memory stays flat whatever the log's size.
+                        for data in iter(lambda: f.read(LOG_CHUNK), b""):
+                            if not titled:
+                                out.write(f"==> {os.path.relpath(p, job_dir)} <==\n")
+                                titled = True
+                            out.write(decoders[p].decode(data))
+                            offsets[p] += len(data)
+                        out.flush()
                 except OSError:
                     continue
-                if data:
-                    if not follow or offsets[p] == 0:
-                        out.write(f"==> {os.path.relpath(p, job_dir)} <==\n")
-                    out.write(data.decode("utf-8", "replace"))
-                    out.flush()
-                    offsets[p] += len(data)
             if not follow or self.status(app_id).final:
                 if follow:
                     follow = False

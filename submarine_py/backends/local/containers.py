@@ -83,7 +83,8 @@ class LocalContainers(Containers):
                                              shared_dir=self.shared_dir)
                 self.containers[ex_id] = name
                 self.used_docker = True
-                proc_env = dict(os.environ)
+                proc_env = dict(os.environ, **{k: v for k, v in full_env.items()
+                                               if k in local_docker.SECRET_VARIABLES})
             else:
                 argv = [sys.executable, EXECUTOR_PATH]
                 proc_env = dict(os.environ)

@@ -9,6 +9,8 @@ from typing import Dict, List, Optional, Sequence
 from ...plan import TaskPlan
 
 LABEL = "subm.job"
+#: Variables passed by name only (see :func:`run_argv`).
+SECRET_VARIABLES = frozenset({"SUBM_TOKEN"})
 EXECUTOR_IN_CONTAINER = "/opt/submarine/executor.py"
 
 
@@ -19,7 +21,11 @@ def docker_binary() -> str:
 def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: str, job_id: str,
              name: str, gpus: Sequence[str] = (), shared_dir: Optional[str] = None) -> List[str]:
     """The ``docker run`` command line for one task's executor (the executor runs inside);
-    the job's shared folder is mounted at the same path, as SUBM_SHARED_DIR names it."""
+    the job's shared folder is mounted at the same path, as SUBM_SHARED_DIR names it.
+
+    The values of :data:`SECRET_VARIABLES` are not in it: the caller puts them in the
+    environment of the ``docker`` process, so the job's token never shows in a command line.
+    """
     assert task.docker is not None
     d = task.docker
     argv = [docker_binary(), "run", "--rm", "--init", "--name", name,
@@ -37,7 +43,8 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
     if gpus:  # the devices LocalContainers assigned to this task, as YARN's GPU plugin would
         argv += ["--gpus", f'"device={",".join(gpus)}"']
     for k, v in env.items():
-        argv += ["-e", f"{k}={v}"]
+        # The secret's value comes from docker's own environment: argv is readable by anyone (ps).
+        argv += ["-e", k if k in SECRET_VARIABLES else f"{k}={v}"]
     argv += [d.image, "python3", "-S", EXECUTOR_IN_CONTAINER]
     return argv
 

@@ -9,15 +9,22 @@ import logging
 import os
 import socket
 import sys
-from typing import List
+from typing import List, Mapping
 
 from ...runtime.am import ApplicationMaster
 from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
 from ...states import JobState
+from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
 from .rest import ResourceManager
 
 log = logging.getLogger("subm.am.yarn")
+
+
+def read_token(env: Mapping[str, str]) -> str:
+    """The job's secret, from the file YARN localized (see ``app_spec.TOKEN_FILE``)."""
+    with open(env.get("SUBM_TOKEN_FILE") or TOKEN_FILE) as f:
+        return f.read().strip()
 
 
 def main_yarn(job_file: str) -> int:
@@ -44,8 +51,8 @@ def main_yarn(job_file: str) -> int:
             app.shutdown(JobState.FAILED.value, why)
             return 1
     am = ApplicationMaster(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
-                           token=os.environ.get("SUBM_TOKEN"),
-                           report_path=os.path.join(log_dir, "subm-report.json"), shared_dir=shared)
+                           token=read_token(os.environ),
+                           report_path=os.path.join(log_dir, "subm-report.json"), shared_dir=shared, snapshots=True)
     host = os.environ.get("NM_HOST") or socket.getfqdn()
     try:
         report = run_am(am, "0.0.0.0", host)

@@ -30,6 +30,10 @@ ENVCACHE_FILE = "subm_envcache.py"
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
 ENV_ARCHIVE = "subm-environment"
+#: The job's secret, as a file YARN localizes into each container's private directory
+#: (never an environment variable: YARN copies launch_container.sh, with every variable,
+#: into the container's log directory, which the NodeManager serves to anyone).
+TOKEN_FILE = "subm_token"
 TAG = "submarine"
 #: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
 AM_MODULE = f"{__package__}.am_main"
@@ -40,7 +44,8 @@ AM_MEMORY_MB = 768
 @dataclass(frozen=True)
 class YarnOptions:
     job_file: str
-    token: str
+    #: A file (mode 0600) holding the job's secret; skein uploads it to the staging directory.
+    token_file: str
     rm_url: str
     #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
     files_archive: Optional[str] = None
@@ -112,11 +117,12 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         env_files[ENVCACHE_FILE] = skein.File(source=os.path.abspath(envcache_module.__file__), type="file")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-    master_env = {"SUBM_TOKEN": opts.token, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+    token = {TOKEN_FILE: skein.File(source=opts.token_file, type="file")}
+    master_env = {"SUBM_TOKEN_FILE": TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
                   "PYTHONPATH": pkg_parent}
     master = skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={JOB_FILE: skein.File(source=opts.job_file, type="file")},
+        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
         env=master_env,
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
@@ -131,7 +137,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     for role, spec in plan.job.roles.items():
         task = plan.task(role, 0)
         env = {
-            "SUBM_TOKEN": opts.token,
+            "SUBM_TOKEN_FILE": TOKEN_FILE,
             "SUBM_ROLE": role,
             "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
             "SUBM_LOG_TO_CONTAINER": "1",
@@ -150,7 +156,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             instances=spec.instances,
             resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                       gpus=spec.resources.gpus),
-            files={EXECUTOR_FILE: skein.File(source=executor_source, type="file"), **user_files,
+            files={EXECUTOR_FILE: skein.File(source=executor_source, type="file"), **token, **user_files,
                    **({} if task.docker else env_files)},
             env=env,
             script=script,

@@ -7,6 +7,7 @@ REST APIs.
 """
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import os
@@ -16,20 +17,21 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_options
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tuple
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
-from ...states import JobState, Phase
+from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend
 from ...runtime.am_process import SIGNALLED
 from . import shipping
 from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, yarn_user
+from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, node_log_sizes, stream_node_log, yarn_user
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
@@ -53,6 +55,11 @@ class YarnRequest:
     job: Mapping[str, Any]
     #: Where :meth:`YarnBackend.submit` writes ``job`` for skein to ship (removed after submitting).
     job_file: str
+    #: Where :meth:`YarnBackend.submit` writes the job's secret (mode 0600, removed after
+    #: submitting): skein ships it as a file YARN localizes into each container's private
+    #: directory, never as a variable (YARN copies every variable into launch_container.sh,
+    #: which the NodeManager serves to anyone).
+    token_file: str
     #: The job's secret, shared by the AM and the executors; never printed.
     token: str
     #: Where :meth:`YarnBackend.submit` packs the job's local files for skein to ship, if any.
@@ -130,26 +137,27 @@ class YarnBackend(Backend):
         if problems:
             raise ClusterLimitError(problems)
 
-    def _options(self, plan: Plan, job_file: str, token: str) -> YarnOptions:
+    def _options(self, plan: Plan, job_file: str, token_file: str) -> YarnOptions:
         try:
             hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
         except BackendError:
             hosts = []
         archive = plan.job.environment.archive
         sha = archive_checksum(archive) if archive and "://" not in archive else None
-        return YarnOptions(job_file=job_file, token=token, rm_url=self.rm.url, node_hosts=hosts,
+        return YarnOptions(job_file=job_file, token_file=token_file, rm_url=self.rm.url, node_hosts=hosts,
                            archive_sha256=sha)
 
     def request(self, plan: Plan) -> YarnRequest:
         require_skein()
-        token = secrets.token_hex(16)
-        # Named now (the app spec ships it), created by submit() only.
-        job_file = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}", "job.json")
-        files_archive = (os.path.join(os.path.dirname(job_file), shipping.FILES_ARCHIVE.lstrip("."))
+        token = secrets.token_hex(32)
+        # Named now (the app spec ships them), created by submit() only.
+        job_dir = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}")
+        job_file, token_file = os.path.join(job_dir, "job.json"), os.path.join(job_dir, "token")
+        files_archive = (os.path.join(job_dir, shipping.FILES_ARCHIVE.lstrip("."))
                          if shipping.local_sources(plan.job.files) else None)
-        opts = replace_options(self._options(plan, job_file, token), files_archive=files_archive)
+        opts = replace_options(self._options(plan, job_file, token_file), files_archive=files_archive)
         app_spec = build_application_spec(plan, opts)
-        return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token=token,
+        return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token_file=token_file, token=token,
                            job={"name": plan.job.name, "spec": plan.job.to_dict()}, files_archive=files_archive)
 
     # -- submission ------------------------------------------------------------------
@@ -165,8 +173,11 @@ class YarnBackend(Backend):
         except OSError as exc:
             raise BackendError(f"cannot create {job_dir}: {exc.strerror}") from None
         try:
-            with open(request.job_file, "w") as f:
-                json.dump(dict(request.job, submitted_at=time.time()), f)
+            for path, text in ((request.job_file, json.dumps(dict(request.job, submitted_at=time.time()))),
+                               (request.token_file, request.token)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # role env may be secret
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
@@ -192,7 +203,7 @@ class YarnBackend(Backend):
         if yarn_state == "RUNNING":
             am = _parse_report(self.rm.proxy_get(app_id, "/v1/status"))
         elif done:
-            am = self._final_report(app)
+            am = _killed_tasks_settled(self._final_report(app))
         report = am or JobReport(
             app_id=app_id, name=app.get("name"), state=state,
             # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
@@ -257,7 +268,7 @@ class YarnBackend(Backend):
         if not data:
             return None
         try:
-            return _parse_report(json.loads(_strip_log_header(data)))
+            return _parse_report(json.loads(data))
         except ValueError:
             return None
 
@@ -270,10 +281,23 @@ class YarnBackend(Backend):
 
     def list(self, include_finished: bool = False) -> List[JobReport]:
         states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]
-        apps = self.rm.apps(tags=[TAG], states=states)
+        apps = sorted(self.rm.apps(tags=[TAG], states=states), key=lambda a: a.get("startedTime", 0))
+        with ThreadPoolExecutor(max_workers=8) as pool:  # attempts: the AM's word, one request per job
+            attempts = list(pool.map(self._attempts, apps))
         return [JobReport(app_id=a["id"], name=a.get("name"), state=_state_of(a), backend=self.name,
-                          attempts=None, yarn_state=a.get("state"), tracking_url=a.get("trackingUrl"))
-                for a in sorted(apps, key=lambda a: a.get("startedTime", 0))]
+                          attempts=n, yarn_state=a.get("state"), tracking_url=a.get("trackingUrl"))
+                for a, n in zip(apps, attempts)]
+
+    def _attempts(self, app: Dict[str, Any]) -> Optional[int]:
+        """The job's attempts so far, from its AM (running) or its report (finished); None
+        while the AM is not up yet (or when it left no report)."""
+        if app.get("state") == "RUNNING":
+            report = _parse_report(self.rm.proxy_get(app["id"], "/v1/status"))
+        elif app.get("state") in YARN_ENDED:
+            report = self._final_report(app)
+        else:
+            return None
+        return report.attempts if report is not None else None
 
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
         """This user's finished applications of subm that the RM still lists (its
@@ -291,12 +315,12 @@ class YarnBackend(Backend):
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False) -> None:
-        offsets: Dict[str, int] = {}
+        copier = _LogCopier(out)
         with_am = role is None and index is None
         while True:
             report = self.status(app_id)
             if with_am:  # like the local backend: the AM's log (its decisions) first
-                self._copy_am_log(app_id, offsets, out)
+                self._copy_am_log(app_id, copier)
             tasks = [t for t in report.tasks
                      if (role is None or t.role == role) and (index is None or t.index == index)]
             # Once the AM answers, it knows every task: an unknown role/index will never appear.
@@ -306,15 +330,13 @@ class YarnBackend(Backend):
                                        f"{app_id}; roles: {', '.join(known) or 'none'}")
             for t in tasks:
                 node, cid = t.node_http, t.container_id
-                if not node or not cid:
-                    continue
-                for name in TASK_LOG_FILES:
-                    _copy_new_log(node, cid, name, f"{t.id} {name} ({cid})", offsets, out)
+                if node and cid:
+                    copier.copy(node, cid, TASK_LOG_FILES, f"{t.id} {{name}} ({cid})")
             if not follow or report.final:
                 return
             time.sleep(1.0)
 
-    def _copy_am_log(self, app_id: str, offsets: Dict[str, int], out: TextIO) -> None:
+    def _copy_am_log(self, app_id: str, copier: "_LogCopier") -> None:
         """Write what is new in the AM's own log (skein's application.driver.log)."""
         try:
             attempt = self.rm.am_container(app_id)
@@ -322,22 +344,49 @@ class YarnBackend(Backend):
             return
         node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
         if node and cid:
-            _copy_new_log(node, cid, AM_LOG_FILE, f"ApplicationMaster ({cid})", offsets, out)
+            copier.copy(node, cid, (AM_LOG_FILE,), f"ApplicationMaster ({cid})")
 
 
-def _copy_new_log(node: str, cid: str, name: str, title: str, offsets: Dict[str, int], out: TextIO) -> None:
-    """Write what a container log file gained since the last call (a title before its first bytes)."""
-    data = node_log(node, cid, name)
-    if data is None:
-        return
-    body, key = _strip_log_header(data), f"{cid}/{name}"
-    new = body[offsets.get(key, 0):]
-    if new:
-        if key not in offsets:
-            out.write(f"==> {title} <==\n")
-        out.write(new.decode("utf-8", "replace"))
-        out.flush()
-    offsets[key] = len(body)
+class _LogCopier:
+    """Copies what container log files gained since the last call, streamed from their
+    NodeManager from the offset reached (a title before each file's first bytes)."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+        self.offsets: Dict[str, int] = {}
+        self.decoders: Dict[str, Any] = {}
+
+    def copy(self, node: str, cid: str, names: Tuple[str, ...], title: str) -> None:
+        sizes = node_log_sizes(node, cid)
+        if not sizes:
+            return
+        for name in names:
+            key = f"{cid}/{name}"
+            if name not in sizes or sizes[name] <= self.offsets.get(key, 0):
+                continue
+            decoder = self.decoders.setdefault(key, codecs.getincrementaldecoder("utf-8")("replace"))
+
+            def write(data: bytes, key: str = key, name: str = name) -> None:
+                if key not in self.offsets:
+                    self.out.write(f"==> {title.format(name=name)} <==\n")
+                    self.offsets[key] = 0
+                self.out.write(decoder.decode(data))
+
+            reached = stream_node_log(node, cid, name, self.offsets.get(key, 0), write, known_size=sizes[name])
+            if reached is not None and key in self.offsets:
+                self.offsets[key] = reached
+            self.out.flush()
+
+
+def _killed_tasks_settled(report: Optional[JobReport]) -> Optional[JobReport]:
+    """A finished job's report: the AM's last snapshot when YARN ended it before the AM
+    could write its final one (``subm kill``, the AM's container lost); the tasks it had
+    not seen end were killed with the application."""
+    if report is None or report.phase == Phase.DONE:
+        return report
+    live = (TaskState.PENDING, TaskState.REGISTERED, TaskState.RUNNING)
+    tasks = tuple(replace(t, state=TaskState.KILLED) if t.state in live else t for t in report.tasks)
+    return replace(report, phase=Phase.DONE, running=0, tasks=tasks)
 
 
 def _state_of(app: Dict[str, Any]) -> JobState:
@@ -357,17 +406,6 @@ def _parse_report(data: Any) -> Optional[JobReport]:
         return JobReport.from_dict(data)
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _strip_log_header(data: bytes) -> bytes:
-    """NM log endpoints wrap content: 'Container: ...LogContents:\\n<content>\\nEnd of LogType:...'."""
-    marker = b"LogContents:\n"
-    if marker in data[:2000]:
-        data = data.split(marker, 1)[1]
-        end = data.rfind(b"End of LogType:")
-        if end >= 0:
-            data = data[:end]
-    return data
 
 
 def _elapsed(app: Dict[str, Any]) -> Optional[float]:

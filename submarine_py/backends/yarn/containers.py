@@ -51,6 +51,9 @@ class YarnContainers(Containers):
 
     # -- Containers -----------------------------------------------------------------
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
+        # The secret comes with the service's files (a localized file); YARN would write a
+        # variable into launch_container.sh, which the NodeManager serves to anyone.
+        env = {k: v for k, v in env.items() if k != "SUBM_TOKEN"}
         c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
         with self.lock:
             self.containers[c.id] = c

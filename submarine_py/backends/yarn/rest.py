@@ -9,12 +9,13 @@ failing over) is waited for, up to ``SUBM_RM_WAIT`` seconds (120), saying so.
 from __future__ import annotations
 
 import getpass
+import itertools
 import os
 import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import requests
 
@@ -306,17 +307,127 @@ class ResourceManager:
             return None
 
 
-def node_log(node_http: str, container_id: str, name: str, offset: int = 0, timeout: float = 10.0) -> Optional[bytes]:
-    """A container log file from its NodeManager (None when the NM no longer has it)."""
-    base = node_http if node_http.startswith("http") else f"http://{node_http}"
+def node_log(node_http: str, container_id: str, name: str, timeout: float = 10.0) -> Optional[bytes]:
+    """A (small) container log file from its NodeManager (None when the NM no longer has it)."""
+    chunks: List[bytes] = []
+    if stream_node_log(node_http, container_id, name, 0, chunks.append, timeout=timeout) is None:
+        return None
+    return b"".join(chunks)
+
+
+def node_log_sizes(node_http: str, container_id: str, timeout: float = 10.0) -> Optional[Dict[str, int]]:
+    """``{file name: size}`` of a container's log files (None when the NM does not know it)."""
     try:
-        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}/logs/{name}", timeout=timeout,
-                            params={"user.name": yarn_user()})
-    except requests.RequestException:
+        resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
+        if resp.status_code != 200:
+            return None
+        data = resp.json()
+    except (requests.RequestException, ValueError):
         return None
-    if resp.status_code != 200:
-        return None
-    return resp.content[offset:]
+    infos = data.get("containerLogsInfo") if isinstance(data, dict) else data
+    if isinstance(infos, list):  # some versions: one entry per aggregation type
+        infos = next((i for i in infos if isinstance(i, dict)), {})
+    entries = (infos or {}).get("containerLogInfo") or []
+    if isinstance(entries, dict):
+        entries = [entries]
+    out = {}
+    for e in entries:
+        try:
+            out[str(e["fileName"])] = int(e.get("fileSize") or 0)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+#: Bytes asked for beyond what a file held at the last look, so a file that grows meanwhile
+#: is still read from where we stopped in one request.
+TAIL_SLACK = 1 << 16
+LOG_CHUNK = 1 << 16
+_HEADER_LIMIT = 8192
+
+
+def stream_node_log(node_http: str, container_id: str, name: str, offset: int, write: Callable[[bytes], Any],
+                    known_size: Optional[int] = None, timeout: float = 10.0) -> Optional[int]:
+    """Copy a container log file from byte ``offset`` on to ``write``, in pieces; returns the
+    offset reached (None when the NodeManager does not have the file).
+
+    The NodeManager's REST endpoint (Hadoop 3.1) has no ranges: ``size=-N`` gives the last N
+    bytes, and its header says the file's length then (``LogLength``), which locates them.
+    From offset 0 the whole file is streamed; memory stays flat whatever its size.
+    """
+    want = None if offset <= 0 else max(1, (known_size or offset) - offset) + TAIL_SLACK
+    for _ in range(8):
+        params = {"user.name": yarn_user()} if want is None else {"user.name": yarn_user(), "size": str(-want)}
+        try:
+            resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
+                                params=params, timeout=timeout, stream=True)
+        except requests.RequestException:
+            return None
+        with resp:
+            if resp.status_code != 200:
+                return None
+            pieces = resp.iter_content(LOG_CHUNK)
+            head, rest = _read_header(pieces)
+            length = _log_length(head)
+            if length is None:  # not the wrapped format: the body is the file itself
+                return _copy(rest, pieces, offset, None, write)
+            if length <= offset:
+                return offset
+            body = length if want is None else min(want, length)
+            start = length - body
+            if start > offset:  # grew past our slack meanwhile: ask for more
+                want = length - offset + TAIL_SLACK
+                continue
+            _copy(rest, pieces, offset - start, body - (offset - start), write)
+            return max(length, offset)
+    return offset
+
+
+def _read_header(pieces: Iterator[bytes]) -> Tuple[bytes, bytes]:
+    """The NM's header ('Container: ...LogContents:\\n') and what followed it in the last piece."""
+    buf = b""
+    marker = b"LogContents:\n"
+    for piece in pieces:
+        buf += piece
+        at = buf.find(marker)
+        if at >= 0:
+            return buf[:at], buf[at + len(marker):]
+        if len(buf) > _HEADER_LIMIT:
+            break
+    return b"", buf
+
+
+def _log_length(head: bytes) -> Optional[int]:
+    for line in head.splitlines():
+        if line.startswith(b"LogLength:"):
+            try:
+                return int(line.split(b":", 1)[1].strip())
+            except ValueError:
+                return None
+    return None
+
+
+def _copy(first: bytes, pieces: Iterator[bytes], skip: int, count: Optional[int],
+          write: Callable[[bytes], Any]) -> int:
+    """Write ``count`` bytes (all, if None) after skipping ``skip``, from ``first`` then ``pieces``."""
+    done = 0
+    for piece in itertools.chain([first], pieces):
+        if skip:
+            cut = min(skip, len(piece))
+            piece, skip = piece[cut:], skip - cut
+        if count is not None:
+            piece = piece[:count - done]
+        if piece:
+            write(piece)
+            done += len(piece)
+        if count is not None and done >= count:
+            break
+    return done
+
+
+def _base(node_http: str) -> str:
+    return node_http if node_http.startswith("http") else f"http://{node_http}"
 
 
 def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dict[str, Any]:

@@ -1,0 +1,228 @@
+"""Issue 12 on a real YARN: what the NodeManagers serve, leftovers, hostile paths, big logs.
+
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_hardening.py
+
+Tests that look for processes or files assume the rig's nodes run on this machine.
+"""
+from __future__ import annotations
+
+import glob
+import html
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+import requests
+
+from conftest import describe_processes, processes_of, run_json, start_subm, subm, wait_for, write_job
+from test_yarn import (RM, YARN, apps, detach, nm_urls, rm_app, rm_get, running_tasks,  # noqa: F401 (apps: fixture)
+                       status, wait_final)
+
+pytestmark = pytest.mark.yarn
+
+
+def served_by_nodemanagers(app_id: str, user: str) -> Dict[str, str]:
+    """Everything any NodeManager serves about the application's containers, without
+    credentials: ``{url: text}`` (REST listings and files, the web UI's pages and files)."""
+    out: Dict[str, str] = {}
+
+    def get(url: str, **kw) -> Optional[requests.Response]:
+        resp = requests.get(url, timeout=20, **kw)
+        out[url] = resp.text
+        return resp
+
+    for node in nm_urls():
+        app = requests.get(f"{node}/ws/v1/node/apps/{app_id}", headers={"Accept": "application/json"}, timeout=10)
+        if app.status_code != 200:
+            continue
+        out[app.url] = app.text
+        for cid in (app.json().get("app") or {}).get("containerids") or []:
+            get(f"{node}/ws/v1/node/containers/{cid}", headers={"Accept": "application/json"})
+            get(f"{node}/node/container/{cid}")
+            listing = get(f"{node}/ws/v1/node/containers/{cid}/logs", headers={"Accept": "application/json"})
+            files = re.findall(r'"fileName"\s*:\s*"([^"]+)"', listing.text)
+            assert files, f"{node} lists no log file for {cid}: {listing.text[:300]}"
+            page = get(f"{node}/node/containerlogs/{cid}/{user}")
+            files += re.findall(rf"/node/containerlogs/{cid}/{user}/([^/?\"]+)", page.text)
+            for name in sorted(set(files)):
+                get(f"{node}/ws/v1/node/containers/{cid}/logs/{name}")
+                get(f"{node}/node/containerlogs/{cid}/{user}/{name}/?start=0")
+    return out
+
+
+def local_token(app_id: str) -> Optional[str]:
+    """The job's token as YARN localized it (only where the rig's nodes share this machine)."""
+    rig = os.environ.get("RIG_DIR") or str(Path(os.environ["HADOOP_CONF_DIR"]).parent)
+    for path in glob.glob(f"{rig}/**/usercache/*/appcache/{app_id}/filecache/*/token", recursive=True):
+        return Path(path).read_text().strip()
+    return None
+
+
+# -- the AM's secret -------------------------------------------------------------------------
+
+def test_nothing_the_nodemanagers_serve_drives_the_am_or_shows_a_task_environment(tmp_path, apps):
+    secret_value = "role-secret-" + secrets.token_hex(8)
+    job = write_job(tmp_path, f"""\
+        name: secret-probe
+        roles:
+          worker:
+            instances: 2
+            resources: {{memory: 256 MiB}}
+            command: echo started; sleep 300
+            env: {{DB_PASSWORD: {secret_value}}}
+    """)
+    app_id = detach(job, apps)
+    report = wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
+    user = rm_app(app_id)["user"]
+    token = local_token(app_id)
+    served = served_by_nodemanagers(app_id, user)
+    assert any("launch_container.sh" in url for url in served)
+    everything = "\n".join(served.values())
+    everything += "\n" + html.unescape(everything)
+    assert secret_value not in everything, [u for u, t in served.items() if secret_value in t]
+    if token:
+        assert token not in everything, [u for u, t in served.items() if token in t]
+    # The AM's own open pages (through the RM's proxy) show no task environment either.
+    proxy = f"{RM}/proxy/{app_id}/pages/subm"
+    for path in ("/v1/status", "/", "/v1/am"):
+        assert secret_value not in requests.get(proxy + path, timeout=10).text
+
+    # Anything found in those files, tried as the job's secret, is refused.
+    am = report["status_url"]
+    words = set(re.findall(r"[A-Za-z0-9_+/=.-]{16,}", everything)) | {""}
+    bogus = {"executor": "nobody", "attempt": 0, "exit_code": 3}
+    for word in sorted(words):
+        resp = requests.post(f"{am}/v1/exit", json=bogus, headers={"Authorization": f"Bearer {word}"}, timeout=10)
+        assert resp.status_code == 401, f"the AM accepted {word!r} as its secret"
+    if token:  # and the check itself works: the real secret is accepted (for a harmless call)
+        ok = requests.post(f"{am}/v1/started", json={"executor": "nobody"},
+                           headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert ok.status_code == 200
+    after = status(app_id)
+    assert [t["state"] for t in after["tasks"]] == ["RUNNING", "RUNNING"] and after["attempts"] == 1
+    rc, _, err = subm("kill", app_id, env=YARN)
+    assert rc in (0, 1), err
+
+
+# -- leftovers -------------------------------------------------------------------------------
+
+ESCAPING_TASK = """\
+    name: escaper
+    roles:
+      worker:
+        instances: 2
+        resources: {memory: 256 MiB}
+        command: setsid sh -c 'trap "" TERM; while :; do sleep 1; done' & echo ready; wait
+"""
+
+
+def escaped_and_running(app_id: str) -> Optional[List[int]]:
+    pids = processes_of(app_id)
+    return pids if len([p for p in pids if "trap" in describe_processes([p])]) >= 2 else None
+
+
+def test_subm_kill_leaves_no_process_that_left_its_group_and_ignores_sigterm(tmp_path, apps):
+    app_id = detach(write_job(tmp_path, ESCAPING_TASK), apps)
+    wait_for(lambda: escaped_and_running(app_id), timeout=180, what="the escaped processes", interval=0.5)
+    rc, report, err = run_json("kill", app_id, env=YARN)
+    assert report["state"] == "KILLED", err
+    assert rm_app(app_id)["finalStatus"] == "KILLED"
+    # The report says what became of each task, though YARN ended the AM.
+    assert [(t["role"], t["state"]) for t in report["tasks"]] == [("worker", "KILLED")] * 2
+    wait_for(lambda: not processes_of(app_id), timeout=60, what="no process of the job left",
+             interval=0.5)
+
+
+def test_sigterm_to_subm_run_leaves_no_process_of_the_job(tmp_path):
+    proc = start_subm("run", str(write_job(tmp_path, ESCAPING_TASK)), "--backend", "yarn", "--output", "json",
+                      env=YARN)
+    app_id = None
+    try:
+        def submitted() -> Optional[str]:
+            ids = [a["id"] for a in (rm_get("/ws/v1/cluster/apps", states="RUNNING,ACCEPTED").get("apps") or {})
+                   .get("app", []) if a["name"] == "escaper"]
+            return ids[0] if ids else None
+
+        app_id = wait_for(submitted, timeout=120, what="the application", interval=0.5)
+        wait_for(lambda: escaped_and_running(app_id), timeout=180, what="the escaped processes", interval=0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if app_id and rm_app(app_id)["state"] not in ("FINISHED", "FAILED", "KILLED"):
+            requests.put(f"{RM}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"})
+    assert proc.returncode == 1 and "Traceback" not in err
+    assert json.loads(out)["state"] == "KILLED"
+    wait_for(lambda: not processes_of(app_id), timeout=60, what="no process of the job left", interval=0.5)
+
+
+# -- hostile paths ---------------------------------------------------------------------------
+
+def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_path, apps):
+    folder = tmp_path / "py$(touch pwned)`touch pwned2`"
+    folder.mkdir()
+    wrapper = folder / "python"  # this interpreter (a symlink would lose the virtualenv)
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    job = write_job(tmp_path, f"""\
+        name: hostile-python
+        environment: {{python: '{folder}/python'}}
+        roles:
+          worker:
+            resources: {{memory: 256 MiB}}
+            command: ls -a; test ! -e pwned && test ! -e pwned2
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "yarn", "--quiet", env=YARN, timeout=240)
+    apps.append(report.get("app_id"))
+    assert rc == 0 and report["state"] == "SUCCEEDED", f"{report.get('diagnostics')}\n{err}"
+    assert not glob.glob(f"{tmp_path}/pwned*") and not glob.glob("pwned*")
+
+
+def test_a_hostile_files_destination_is_refused_before_submission(tmp_path):
+    (tmp_path / "t.py").write_text("")
+    job = write_job(tmp_path, """\
+        name: hostile-files
+        roles: {worker: {command: "true"}}
+        files: {"x$(touch pwned)": t.py}
+    """)
+    before = len((rm_get("/ws/v1/cluster/apps").get("apps") or {}).get("app", []))
+    rc, out, err = subm("run", str(job), "--backend", "yarn", env=YARN)
+    assert rc == 2 and "files.x$(touch pwned)" in err and "Traceback" not in err
+    assert len((rm_get("/ws/v1/cluster/apps").get("apps") or {}).get("app", [])) == before
+
+
+# -- logs --------------------------------------------------------------------------------------
+
+def test_logs_and_follow_stream_every_line_of_a_task_in_order(tmp_path, apps):
+    job = write_job(tmp_path, """\
+        name: chatty
+        roles:
+          worker:
+            resources: {memory: 256 MiB}
+            command: python spew.py
+        files: {spew.py: spew.py}
+    """, {"spew.py": textwrap.dedent("""\
+        import sys, time
+        for i in range(60000):
+            print("line %06d %s" % (i, "y" * 80))
+            if i % 5000 == 0:
+                sys.stdout.flush()
+                time.sleep(0.5)
+    """)})
+    app_id = detach(job, apps)
+    rc, followed, err = subm("logs", app_id, "--role", "worker", "--follow", env=YARN, timeout=300)
+    assert rc == 0, err
+    wait_final(app_id)
+    rc, whole, err = subm("logs", app_id, "--role", "worker", env=YARN)
+    assert rc == 0, err
+    for text in (followed, whole):
+        numbers = [int(m) for m in re.findall(r"^line (\d{6}) y+$", text, re.M)]
+        assert numbers == list(range(60000))
