@@ -234,12 +234,13 @@ class ApplicationMaster:
                 return
             if attempt != ts.attempt or ts.state not in (TaskState.RUNNING, TaskState.REGISTERED):
                 return  # an older attempt, stopped on purpose
+            # The end of a failed attempt's stderr: sent by the executor where it could read it,
+            # else read by the backend (local Docker); and where people can read all of it.
             tail = body.get("stderr_tail")
             if code != 0 and not body.get("stopped") and not isinstance(tail, str):
                 tail = self.containers.stderr_tail(ts.plan, ex.id)
-            self._task_ended(ts, code, stopped=bool(body.get("stopped")),
-                             stderr=(self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or ""),
-                                     tail or ""))
+            where = self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or "")
+            self._task_ended(ts, code, stopped=bool(body.get("stopped")), stderr=(where, tail or ""))
 
     def on_gpu(self, body: Dict[str, Any]) -> None:
         """GPU samples of an executor's task (utilization %, memory used)."""
