@@ -80,7 +80,7 @@ BACKEND = click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), 
 
 
 @main.command()
-@click.argument("job_file", type=click.Path(dir_okay=False))
+@click.argument("job_file")
 @SET
 @BACKEND
 @OUTPUT
@@ -102,7 +102,7 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 
 
 @main.command()
-@click.argument("job_file", type=click.Path(dir_okay=False))
+@click.argument("job_file")
 @SET
 @BACKEND
 @OUTPUT

@@ -99,6 +99,8 @@ class PyTorch(Framework):
             _single(spec, role, problems, "PyTorch has one rank 0")
         if "master" in spec.roles and "chief" in spec.roles:
             problems.append(("roles", "give 'master' or 'chief', not both: each names rank 0"))
+        if not ({"master", "chief", "worker"} & set(spec.roles)):
+            problems.append(("roles", "PyTorch needs a 'master', 'chief' or 'worker' role"))
         return problems
 
     @staticmethod
@@ -170,6 +172,12 @@ class Horovod(Framework):
     roles = ("worker", "tensorboard")
     reuses_port = True
 
+    def check(self, spec) -> List[Problem]:
+        problems = super().check(spec)
+        if "worker" not in spec.roles:
+            problems.append(("roles.worker", "Horovod needs a 'worker' role (its ranks); it has none"))
+        return problems
+
     def env(self, cluster: Cluster, role: str, index: int,
             isolated: AbstractSet[TaskKey] = frozenset()) -> Dict[str, str]:
         workers = list(cluster.get("worker", ()))
@@ -210,7 +218,11 @@ class MXNet(Framework):
         problems = super().check(spec)
         sched = spec.roles.get("scheduler")
         if sched is None or sched.instances != 1:
-            problems.append(("roles.scheduler", "MXNet needs exactly one scheduler"))
+            problems.append(("roles.scheduler", "MXNet needs exactly one scheduler, got "
+                                                f"{sched.instances if sched else 'none'}"))
+        for role, what in (("server", "the parameter servers"), ("worker", "the training processes")):
+            if role not in spec.roles:
+                problems.append((f"roles.{role}", f"MXNet needs at least one {role} ({what}); it has none"))
         return problems
 
     def env(self, cluster: Cluster, role: str, index: int,

@@ -12,7 +12,7 @@ _UNITS = {
 }
 #: Larger than any machine (1 PiB): a typo, or YAML's ``.inf``.
 MAX_MIB = 1024 ** 3
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_MEMORY = re.compile(r"^\s*([-+]?\d*\.?\d+)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_memory(value: Union[str, int, float]) -> int:
@@ -30,14 +30,16 @@ def parse_memory(value: Union[str, int, float]) -> int:
         m = _MEMORY.match(value)
         unit = m.group(2).lower() if m else None
         if not m or unit not in _UNITS:
-            raise ValueError(f"expected a size like '512 MiB' or '2 GiB', got {value!r}")
+            raise ValueError(f"expected a size like '512 MiB' or '2 GiB' (a plain number is MiB), got {value!r}")
         mib = float(m.group(1)) * _UNITS[unit]
     else:
         raise ValueError(f"expected a size like '2 GiB' or a number of MiB, got {value!r}")
     if mib != mib or mib < 1:
         raise ValueError(f"must be at least 1 MiB, got {value!r}")
     if mib > MAX_MIB:
-        raise ValueError(f"must be at most 1 PiB, got {value!r}")
+        plain = isinstance(value, (int, float)) or not value.strip().rstrip("0123456789.").strip()
+        hint = "; a plain number is MiB, not bytes: write units, e.g. '2 GiB'" if plain else ""
+        raise ValueError(f"must be at most 1 PiB, got {value!r}{hint}")
     return int(round(mib))
 
 

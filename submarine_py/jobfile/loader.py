@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import jinja2
@@ -258,7 +259,10 @@ def load_yaml(text: str, name: str = "job.yaml", placeholders: Sequence[str] = (
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError([("", f"{name} is not valid YAML{where}: {exc.problem}")]) from None
+        hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in str(exc.problem) else ""
+        if "another document" in str(exc.problem):
+            hint = " (a job file is one YAML document: no second '---')"
+        raise SpecError([("", f"{name} is not valid YAML{where}: {exc.problem}{hint}")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([("", f"{name} is not valid YAML: {exc}")]) from None
     except RecursionError:
@@ -269,18 +273,36 @@ def load_job(path: str, variables: Optional[Mapping[str, Any]] = None):
     """Read, render and validate a job file; returns a :class:`JobSpec`."""
     from .model import JobSpec
 
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise SpecError([("", f"{path} is {size} bytes; job files are limited to {MAX_FILE_BYTES}")])
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise SpecError([("", f"cannot read {path}: {exc.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise SpecError([("", f"{path} is not UTF-8 text")]) from None
+    text = read_job_file(path)
     name = os.path.basename(path)
     placeholders: List[str] = []
     rendered = render_template(text, variables or {}, name=name, placeholders=placeholders)
     data = load_yaml(rendered, name=name, placeholders=placeholders)
+    if data is None:
+        raise SpecError([("", f"the job file must be a YAML mapping, got None: {path} is empty")])
     return JobSpec.from_dict(data, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def read_job_file(path: str) -> str:
+    """The text of a job file: a regular, readable UTF-8 file (a leading BOM is dropped) of
+    at most :data:`MAX_FILE_BYTES`. A directory, FIFO or device is refused before opening,
+    so ``subm validate /dev/stdin``-like paths never block."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise SpecError([("", f"{path} is a directory, not a job file")])
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecError([("", f"{path} is not a regular file")])
+        if st.st_size > MAX_FILE_BYTES:
+            raise SpecError([("", f"{path} is {st.st_size} bytes; job files are limited to {MAX_FILE_BYTES}")])
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError([("", f"cannot read {path}: {exc.strerror or exc}")]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError([("", f"{path} is larger than {MAX_FILE_BYTES} bytes, the limit for job files")])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SpecError([("", f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} on line {line})")]) from None

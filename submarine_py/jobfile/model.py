@@ -48,7 +48,8 @@ MAX_STOP_GRACE_SECONDS = 3600
 _FILE_NAME = re.compile(r"^[A-Za-z0-9._+@=,~][A-Za-z0-9._+@=,~ -]*\Z")
 #: A host or container path of a Docker mount (YARN separates mounts with ',' and fields with ':').
 _MOUNT_PATH = re.compile(r"^/[A-Za-z0-9._+@=~/-]*\Z")
-_QUEUE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}\Z")
+#: A queue name or path (root.team.a): no spaces, no empty parts.
+_QUEUE = re.compile(r"^[A-Za-z0-9_@+-]+(?:\.[A-Za-z0-9_@+-]+)*\Z")
 #: YARN's node label names; Hadoop 3.1 takes one label per request.
 _NODE_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}\Z")
 #: Linux: one argument or ``NAME=value`` string of a process (MAX_ARG_STRLEN, 32 pages).
@@ -56,6 +57,15 @@ MAX_ARG_STRLEN = 131072
 #: What a task's own variables and command may take of the kernel's ARG_MAX (2 MiB with the
 #: usual 8 MiB stack), leaving the rest to the container's inherited environment and subm's.
 MAX_TASK_ARGS_BYTES = 1 << 20
+#: Upper bounds: beyond them a number is a typo, and YARN's int32 fields would overflow.
+MAX_INSTANCES = 1000
+MAX_VCORES = 1024
+MAX_GPUS = 64
+MAX_GANG_SECONDS = 24 * 3600
+MAX_JOB_SECONDS = 366 * 24 * 3600
+#: YARN keeps at most 10 tags of at most 100 characters; submarine-py uses one itself.
+MAX_TAGS = 9
+MAX_TAG_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -211,18 +221,21 @@ class _Builder(ProblemCollector):
             return {}
         for key in value:
             if not isinstance(key, str):
-                self.fail(path, f"keys must be strings, got {_show(key)}")
+                self.fail(_join(path, str(key)), f"field names must be strings, got {_show(key)}")
             elif key not in known:
                 hint = difflib.get_close_matches(key, known, n=1)
                 more = f"; did you mean '{hint[0]}'?" if hint else f"; known fields: {', '.join(known)}"
                 self.fail(_join(path, key), f"unknown field{more}")
         return value
 
-    def integer(self, value: Any, path: str, minimum: int, default: int) -> int:
+    def integer(self, value: Any, path: str, minimum: int, default: int, maximum: Optional[int] = None) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(path, f"expected a whole number >= {minimum}, got {_show(value)}")
+            return default
+        if maximum is not None and value > maximum:
+            self.fail(path, f"expected at most {maximum}, got {_show(value)}")
             return default
         return value
 
@@ -246,6 +259,9 @@ class _Builder(ProblemCollector):
         value = str(value)
         if required and not value.strip():
             self.fail(path, "must not be empty")
+        if "\x00" in value:  # no process argument, path or environment value can hold one
+            self.fail(path, "must not contain a NUL character")
+            return default
         return value
 
     def choice(self, value: Any, path: str, choices: Tuple[str, ...], default: str) -> str:
@@ -266,8 +282,9 @@ class _Builder(ProblemCollector):
             self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
         framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
         queue = self.string(data.get("queue"), "queue", default="default") or "default"
-        if not _QUEUE.match(queue):
-            self.fail("queue", f"expected a YARN queue name (letters, digits, '_', '-', '.'), got {_show(queue)}")
+        if len(queue) > 255 or not _QUEUE.match(queue):
+            self.fail("queue", "expected a YARN queue name or path (letters, digits, '_', '-', '@', '+', "
+                               f"parts joined by '.', no spaces), got {_show(queue)}")
         restart = self.restart(data.get("restart"))
         timeouts = self.timeouts(data.get("timeouts"))
         docker = self.docker(data.get("docker"), "docker")
@@ -292,16 +309,17 @@ class _Builder(ProblemCollector):
     def restart(self, value: Any) -> RestartSpec:
         d = self.mapping(value, "restart", ("policy", "max_restarts"))
         policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, RestartPolicy.GANG.value)
-        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0)
-        if max_restarts > 100:
-            self.fail("restart.max_restarts", f"expected at most 100, got {max_restarts}")
+        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0, maximum=100)
         return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
 
     def timeouts(self, value: Any) -> Timeouts:
         d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds"))
-        gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300)
+        gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
-        job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0)
+        job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
+        if job_s and gang > job_s:
+            self.fail("timeouts.gang_seconds", f"is {gang}, longer than timeouts.job_seconds ({job_s}): "
+                                               "the job would time out before its gang could")
         grace = self.seconds(d.get("stop_grace_seconds"), "timeouts.stop_grace_seconds",
                              DEFAULT_STOP_GRACE_SECONDS, MAX_STOP_GRACE_SECONDS)
         return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace)
@@ -314,11 +332,17 @@ class _Builder(ProblemCollector):
             self.fail("roles", f"expected a non-empty mapping of role name to role, got {_show(value)}")
             return {}
         out: Dict[str, RoleSpec] = {}
+        folded: Dict[str, str] = {}
         for name, raw in value.items():
             path = f"roles.{name}"
             if not isinstance(name, str) or not _NAME.match(name):
-                self.fail(path, "role names are a letter then letters, digits or '-' (at most 63)")
+                self.fail(path, f"role names are a letter then letters, digits or '-' (at most 63), got {_show(name)}")
                 continue
+            if name.lower() in folded:
+                # Task directories, log files and container names would collide on some systems.
+                self.fail(path, f"differs from role '{folded[name.lower()]}' only in case; give roles distinct names")
+                continue
+            folded[name.lower()] = name
             role = self.role(name, raw, path, job_docker)
             if role is not None and role.instances > 0:
                 out[name] = role
@@ -331,9 +355,7 @@ class _Builder(ProblemCollector):
             self.fail(path, f"expected a mapping with at least 'command', got {_show(raw)}")
             return None
         self.mapping(raw, path, ROLE_FIELDS)
-        instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1)
-        if instances > 1000:
-            self.fail(f"{path}.instances", f"expected at most 1000, got {instances}")
+        instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1, maximum=MAX_INSTANCES)
         resources = self.resources(raw.get("resources"), f"{path}.resources")
         command = raw.get("command")
         if isinstance(command, list) and command and all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command):
@@ -383,8 +405,8 @@ class _Builder(ProblemCollector):
                 memory = parse_memory(d["memory"])
             except ValueError as exc:
                 self.fail(f"{path}.memory", str(exc))
-        vcores = self.integer(d.get("vcores"), f"{path}.vcores", 1, 1)
-        gpus = self.integer(d.get("gpus"), f"{path}.gpus", 0, 0)
+        vcores = self.integer(d.get("vcores"), f"{path}.vcores", 1, 1, maximum=MAX_VCORES)
+        gpus = self.integer(d.get("gpus"), f"{path}.gpus", 0, 0, maximum=MAX_GPUS)
         return Resources(memory_mb=memory, vcores=vcores, gpus=gpus)
 
     def env(self, value: Any, path: str) -> Dict[str, str]:
@@ -400,8 +422,10 @@ class _Builder(ProblemCollector):
                 self.fail(kpath, "is not a valid environment variable name")
             elif key.startswith(RESERVED_ENV_PREFIX):
                 self.fail(kpath, f"names starting with {RESERVED_ENV_PREFIX} are set by submarine-py")
-            elif isinstance(val, (dict, list)) or val is None:
+            elif not isinstance(val, (str, int, float)):
                 self.fail(kpath, f"expected a string or number, got {_show(val)}")
+            elif isinstance(val, str) and "\x00" in val:
+                self.fail(kpath, "must not contain a NUL character")
             else:
                 out[key] = ("true" if val else "false") if isinstance(val, bool) else str(val)
         return out
@@ -436,7 +460,7 @@ class _Builder(ProblemCollector):
         if value is None:
             return {}
         if isinstance(value, list):
-            value = {os.path.basename(str(v).rstrip("/")): v for v in value}
+            value = self.files_list(value)
         if not isinstance(value, dict):
             self.fail("files", f"expected a mapping of destination: source, got {_show(value)}")
             return {}
@@ -459,7 +483,7 @@ class _Builder(ProblemCollector):
             if bad:
                 self.fail(path, f"{bad[0]!r} in the destination: {_FILE_NAME_RULE}")
                 continue
-            if not isinstance(src, str) or not src:
+            if not isinstance(src, str) or not src.strip() or "\x00" in src:
                 self.fail(path, f"expected a source path, got {_show(src)}")
                 continue
             base = _base_name(src)
@@ -498,6 +522,22 @@ class _Builder(ProblemCollector):
             return None
         return os.path.normpath(path)
 
+    def files_list(self, value: List[Any]) -> Dict[str, Any]:
+        """The list form: each source keeps its base name, which must be unique."""
+        out: Dict[str, Any] = {}
+        where: Dict[str, int] = {}
+        for i, src in enumerate(value):
+            dest = os.path.basename(src.rstrip("/")) if isinstance(src, str) else ""
+            if not isinstance(src, str) or not dest or dest in (".", "..") or "\x00" in src:
+                self.fail(f"files[{i}]", f"expected a source path with a base name, got {_show(src)}")
+            elif dest in where:
+                self.fail(f"files[{i}]", f"{src!r} would also be copied to '{dest}' (as files[{where[dest]}]); "
+                                         "use the mapping form, destination: source")
+            else:
+                where[dest] = i
+                out[dest] = src
+        return out
+
     def environment(self, value: Any) -> EnvironmentSpec:
         d = self.mapping(value, "environment", ("python", "archive", "cache_dir"))
         python = self.string(d.get("python"), "environment.python")
@@ -528,15 +568,34 @@ class _Builder(ProblemCollector):
         return EnvironmentSpec(python=python, archive=archive, cache_dir=cache_dir or None)
 
     def tags(self, value: Any) -> Tuple[str, ...]:
+        """YARN's application tags: ASCII, no commas, compared without case (YARN lower-cases
+        them), so they are kept lower-case here for both backends."""
         if value is None:
             return ()
-        if not isinstance(value, list) or not all(isinstance(t, str) and t and "," not in t for t in value):
-            self.fail("tags", f"expected a list of strings without commas, got {_show(value)}")
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.fail("tags", f"expected a list of strings, got {_show(value)}")
             return ()
-        for i, t in enumerate(value):
-            if len(t) > 100 or not all(32 <= ord(c) < 127 for c in t):
-                self.fail(f"tags[{i}]", f"YARN takes tags of at most 100 printable ASCII characters, got {_show(t)}")
-        return tuple(value)
+        if len(value) > MAX_TAGS:
+            self.fail("tags", f"expected at most {MAX_TAGS} tags (YARN keeps 10 and submarine-py uses one), "
+                              f"got {len(value)}")
+        out: List[str] = []
+        for i, raw in enumerate(value):
+            tag = self.string(raw, f"tags[{i}]")
+            if tag is None:
+                if raw is None:
+                    self.fail(f"tags[{i}]", "expected a string, got None")
+                continue
+            tag = tag.strip().lower()
+            if not tag or "," in tag or len(tag) > MAX_TAG_CHARS or not tag.isascii() or not tag.isprintable():
+                self.fail(f"tags[{i}]", f"expected printable ASCII without commas, 1 to {MAX_TAG_CHARS} "
+                                        f"characters, got {_show(raw)}")
+            elif tag in out:
+                self.fail(f"tags[{i}]", f"repeats the tag {tag!r}")
+            else:
+                out.append(tag)
+        return tuple(out)
 
 
 _FILE_NAME_RULE = ("names may hold letters, digits, spaces and . _ + @ = , ~ - (not first), "
