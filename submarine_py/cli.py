@@ -305,10 +305,14 @@ def _read(store: Any, **filters: Any) -> Any:
 @main.command()
 @click.argument("app_id")
 @click.option("--role", "-r", help="Only this role's tasks.")
-@click.option("--index", "-i", type=int, help="Only this task index.")
+@click.option("--index", "-i", type=click.IntRange(min=0), help="Only this task index.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -> None:
     """Print tasks' stdout/stderr (and the AM's log when no role is given)."""
+    from .jobfile.model import ROLE_NAME
+
+    if role is not None and not ROLE_NAME.match(role):
+        raise SpecError([("--role", f"expected a role name (a letter, then letters, digits or '-'), got {role!r}")])
     try:
         _backend_for(app_id).logs(app_id, sys.stdout, role=role, index=index, follow=follow)
     except KeyboardInterrupt:

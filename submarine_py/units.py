@@ -30,7 +30,7 @@ def parse_memory(value: Union[str, int, float]) -> int:
         m = _MEMORY.match(value)
         unit = m.group(2).lower() if m else None
         if not m or unit not in _UNITS:
-            raise ValueError(f"expected a size like '512 MiB' or '2 GiB' (a plain number is MiB), got {value!r}")
+            raise ValueError(f"expected a size like '512 MiB' or '2 GiB', got {value!r} (a plain number is MiB)")
         mib = float(m.group(1)) * _UNITS[unit]
     else:
         raise ValueError(f"expected a size like '2 GiB' or a number of MiB, got {value!r}")

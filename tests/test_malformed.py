@@ -208,8 +208,8 @@ def test_yaml_and_jinja_punctuation_is_refused_cleanly(text):
 
 
 @pytest.mark.parametrize("data, expected", [
-    (b"", "empty"),
-    (b"   \n# only a comment\n", "empty"),
+    (b"", "is empty"),
+    (b"   \n# only a comment\n", "is empty"),
     (b"\xef\xbb\xbfname: bom\nroles: {w: {command: x}}\n", None),  # a UTF-8 BOM is fine
     (b"name: x\nroles:\n\tw: {command: x}\n", "tab"),
     (b"name: \xff\xfe\n", "UTF-8"),
@@ -273,3 +273,268 @@ def test_a_fifo_is_not_waited_on(tmp_path):
     rc, out, err = cli("validate", str(fifo))
     assert_refused_cleanly(rc, out, err)
     assert "not a regular file" in err
+
+
+# -- what a valid-looking job may still not ask for -------------------------------------------
+
+def _doc(**over: Any) -> dict:
+    doc: dict = {"name": "t", "roles": {"worker": {"command": "true"}}}
+    doc.update(over)
+    return doc
+
+
+def _roles(framework: str, **roles: Any) -> dict:
+    return _doc(framework=framework, roles={r: {"instances": n, "command": "true"} for r, n in roles.items()})
+
+
+def validate_doc(doc: Any) -> Tuple[int, str, str]:
+    d = _workdir()
+    job = d / "job.yaml"
+    job.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
+    return cli("validate", str(job))
+
+
+@pytest.mark.parametrize("doc, expected", [
+    (_roles("pytorch", master=2, worker=1), "roles.master.instances: PyTorch has one rank 0: at most 1, got 2"),
+    (_roles("pytorch", chief=1, master=1), "give 'master' or 'chief', not both"),
+    (_roles("pytorch", tensorboard=1), "PyTorch needs a 'master', 'chief' or 'worker' role"),
+    (_roles("pytorch", Worker=1), "roles.Worker: pytorch knows the roles"),
+    (_roles("tensorflow", chief=2, worker=1), "roles.chief.instances: TensorFlow has one chief"),
+    (_roles("tensorflow", evaluator=1), "TensorFlow needs a 'chief' or a 'worker' role"),
+    (_roles("tensorflow", ps=1), "TensorFlow needs a 'chief' or a 'worker' role"),
+    (_roles("mxnet", server=1, worker=2), "roles.scheduler: MXNet needs exactly one scheduler, got none"),
+    (_roles("mxnet", scheduler=2, server=1, worker=1), "roles.scheduler: MXNet needs exactly one scheduler, got 2"),
+    (_roles("mxnet", scheduler=1, worker=1), "roles.server: MXNet needs at least one server"),
+    (_roles("mxnet", scheduler=1, server=1), "roles.worker: MXNet needs at least one worker"),
+    (_roles("horovod", tensorboard=1), "roles.worker: Horovod needs a 'worker' role"),
+    (_roles("horovod", worker=0), "every role has instances: 0"),
+    (_roles("custom", worker=1001), "roles.worker.instances: expected at most 1000, got 1001"),
+    (_doc(roles={"worker": {"command": "true"}, "WORKER": {"command": "true"}}),
+     "roles.WORKER: differs from role 'worker' only in case"),
+])
+def test_framework_role_rules_name_the_role(doc, expected):
+    rc, out, err = validate_doc(doc)
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("timeouts, expected", [
+    ({"gang_seconds": 0}, "timeouts.gang_seconds: expected a whole number >= 1, got 0"),
+    ({"gang_seconds": 86401}, "timeouts.gang_seconds: expected at most 86400"),
+    ({"gang_seconds": 1.5}, "timeouts.gang_seconds: expected a whole number >= 1, got 1.5"),
+    ({"job_seconds": 0}, "timeouts.job_seconds: expected a whole number >= 1, got 0"),
+    ({"job_seconds": 10 ** 12}, "timeouts.job_seconds: expected at most 31622400"),
+    ({"job_seconds": -5}, "timeouts.job_seconds: expected a whole number >= 1"),
+    ({"gang_seconds": 600, "job_seconds": 60}, "timeouts.gang_seconds: is 600, longer than timeouts.job_seconds (60)"),
+    ({"gang": 5}, "timeouts.gang: unknown field"),
+])
+def test_timeouts_are_bounded(timeouts, expected):
+    rc, out, err = validate_doc(_doc(timeouts=timeouts))
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("memory, mib", [("2GB", 2048), ("2 gib", 2048), ("1.5 GiB", 1536), (".5 GiB", 512),
+                                         ("2048", 2048), (512, 512), ("+1 GiB", 1024)])
+def test_memory_sizes_that_are_accepted(memory, mib):
+    from submarine_py.units import parse_memory
+
+    assert parse_memory(memory) == mib
+    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "resources": {"memory": memory}}}))
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("memory, expected", [
+    (0, "must be at least 1 MiB, got 0"),
+    ("0", "must be at least 1 MiB"),
+    ("-1 GiB", "must be at least 1 MiB, got '-1 GiB'"),
+    ("1e9", "expected a size like '512 MiB' or '2 GiB', got '1e9' (a plain number is MiB)"),
+    (2147483648, "a plain number is MiB, not bytes"),
+    ("2 GiB 512 MiB", "expected a size like"),
+    ("", "expected a size like"),
+    (True, "got True"),
+])
+def test_memory_sizes_that_are_refused(memory, expected):
+    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "resources": {"memory": memory}}}))
+    assert_refused_cleanly(rc, out, err)
+    assert "roles.w.resources.memory: " in err and expected in err, err
+
+
+@pytest.mark.parametrize("resources, expected", [
+    ({"vcores": 0}, "roles.w.resources.vcores: expected a whole number >= 1, got 0"),
+    ({"vcores": 1025}, "roles.w.resources.vcores: expected at most 1024"),
+    ({"vcores": 2.0}, "roles.w.resources.vcores: expected a whole number >= 1, got 2.0"),
+    ({"gpus": -1}, "roles.w.resources.gpus: expected a whole number >= 0, got -1"),
+    ({"gpus": 2 ** 64}, "roles.w.resources.gpus: expected at most 64"),
+    ({"gpus": "1"}, "roles.w.resources.gpus: expected a whole number >= 0, got '1'"),
+])
+def test_vcores_and_gpus_are_bounded(resources, expected):
+    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "resources": resources}}))
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+def test_two_list_sources_with_one_base_name_are_refused(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "train.py").write_text("")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(_doc(files=["a/train.py", "b/train.py"])))
+    rc, out, err = cli("validate", str(job))
+    assert_refused_cleanly(rc, out, err)
+    assert "files[1]: 'b/train.py' would also be copied to 'train.py' (as files[0])" in err, err
+
+
+@pytest.mark.parametrize("files, expected", [
+    ([None], "files[0]: expected a source path with a base name, got None"),
+    (["/"], "files[0]: expected a source path with a base name"),
+    ([""], "files[0]: expected a source path"),
+    ([["a"]], "files[0]: expected a source path"),
+    ({"a": None}, "files.a: expected a source path, got None"),
+    ({"a": " "}, "files.a: expected a source path"),
+    ({1: "x"}, "files.1: the destination must be a relative path"),
+])
+def test_malformed_files_name_the_entry(files, expected):
+    rc, out, err = validate_doc(_doc(files=files))
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("tags, expected", [
+    (["a,b"], "tags[0]: expected printable ASCII without commas"),
+    (["ok", ""], "tags[1]: expected printable ASCII without commas"),
+    (["ok", None], "tags[1]: expected a string, got None"),
+    (["ok", "OK"], "tags[1]: repeats the tag 'ok'"),
+    (["é"], "tags[0]: expected printable ASCII"),
+    (["x" * 101], "tags[0]: expected printable ASCII without commas, 1 to 100 characters"),
+    ([f"t{i}" for i in range(10)], "tags: expected at most 9 tags"),
+    ({"a": 1}, "tags: expected a list of strings"),
+])
+def test_tags_are_checked_one_by_one(tags, expected):
+    rc, out, err = validate_doc(_doc(tags=tags))
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+def test_tags_are_kept_lower_case_as_yarn_does():
+    from submarine_py.jobfile import JobSpec
+
+    assert JobSpec.from_dict(_doc(tags=["Nightly", "team-A", 2026])).tags == ("nightly", "team-a", "2026")
+
+
+@pytest.mark.parametrize("queue", ["my queue", " default", "a..b", ".a", "a.", "", "q\tx", "a,b"])
+def test_queue_names_with_spaces_or_empty_parts_are_refused(queue):
+    rc, out, err = validate_doc(_doc(queue=queue))
+    assert_refused_cleanly(rc, out, err)
+    assert "queue: " in err, err
+
+
+@pytest.mark.parametrize("queue", ["default", "root.team-a.dev", "gpu_queue", "user@x"])
+def test_queue_names_and_paths_are_accepted(queue):
+    rc, out, err = validate_doc(_doc(queue=queue))
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("label, ok", [("gpu", True), ("gpu-v100_x", True), ("gpu && ssd", False),
+                                       ("-x", False), ("a b", False)])
+def test_node_labels(label, ok):
+    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "node_label": label}}))
+    if ok:
+        assert rc == 0, err
+    else:
+        assert_refused_cleanly(rc, out, err)
+        assert "roles.w.node_label: expected one YARN node label" in err
+
+
+@pytest.mark.parametrize("doc, expected", [
+    (_doc(roles={"w": {"command": "echo a\x00b"}}), "roles.w.command: must not contain a NUL character"),
+    (_doc(roles={"w": {"command": "true", "env": {"A": "x\x00"}}}), "roles.w.env.A: must not contain a NUL"),
+    (_doc(roles={1: {"command": "true"}}), "roles.1: role names are a letter"),
+    (_doc(roles={"w": {"command": "true", 5: 1}}), "roles.w.5: field names must be strings, got 5"),
+    ({"name": "t", "roles": {"w": {"command": "true"}}, None: 1}, "None: field names must be strings"),
+])
+def test_odd_values_are_named(doc, expected):
+    rc, out, err = validate_doc(doc)
+    assert_refused_cleanly(rc, out, err)
+    assert expected in err, err
+
+
+# -- the other commands' arguments -------------------------------------------------------------
+
+def _ok_job() -> Path:
+    d = _workdir()
+    job = d / "job.yaml"
+    job.write_text("name: t\nroles:\n  w: {command: 'echo {{ word | default(\"hi\") }}'}\n")
+    return job
+
+
+@pytest.mark.parametrize("command", ["status", "kill", "logs"])
+@pytest.mark.parametrize("app_id", ["nope", "", "local_", "local_../../etc", "local_a/b", "application_abc",
+                                    "application_1_", "application_1_1_1", "-x", "APPLICATION_1_1"])
+def test_a_malformed_job_id_is_bad_input(command, app_id):
+    rc, out, err = cli(command, "--", app_id)
+    assert_refused_cleanly(rc, out, err)
+    assert "is not a job id" in err
+
+
+@pytest.mark.parametrize("command", ["status", "kill", "logs"])
+def test_an_unknown_local_job_is_not_found(command, subm_home):
+    rc, out, err = cli(command, "local_20260101-120000_ab12")
+    assert rc == 1 and err.startswith("Error: no local job local_20260101-120000_ab12"), err
+    assert not (subm_home / "local" / "local_20260101-120000_ab12").exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["logs", "local_20260101-120000_ab12", "--index", "-1"], "--index"),
+    (["logs", "local_20260101-120000_ab12", "--index", "one"], "--index"),
+    (["logs", "local_20260101-120000_ab12", "--role", "../x"], "--role: expected a role name"),
+    (["list", "--backend", "nope"], "--backend"),
+    (["list", "--output", "xml"], "--output"),
+    (["cluster", "--backend", "nope"], "--backend"),
+    (["status"], "APP_ID"),
+    (["history", "--since", "soon"], "--since"),
+    (["history", "--state", "LOST"], "--state"),
+    (["init", "--framework", "caffe"], "--framework"),
+    (["nope"], "No such command"),
+])
+def test_bad_arguments_exit_2(args, expected):
+    rc, out, err = cli(*args)
+    assert rc == 2, (rc, out, err)
+    assert err.count("Error:") == 1 and expected in err, err
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--set", "word"], "--set: expected key=value"),
+    (["--set", "=x"], "--set: expected key=value"),
+    (["--set", "1x=2"], "--set: expected key=value with an identifier"),
+    (["--set", "wrod=hey"], "--set: job.yaml does not use the variable 'wrod'; it reads word"),
+    (["--output", "yaml"], "--output"),
+])
+def test_bad_validate_and_run_arguments_exit_2_before_anything_runs(args, expected, subm_home):
+    job = _ok_job()
+    for command in (["validate"], ["run", "--backend", "local"], ["run", "--dry-run"]):
+        rc, out, err = cli(*command, str(job), *args)
+        assert rc == 2 and err.count("Error:") == 1 and expected in err, (command, err)
+    assert not (subm_home / "local").exists() or not list((subm_home / "local").iterdir())
+
+
+def test_run_of_a_missing_file_submits_nothing(tmp_path, subm_home):
+    rc, out, err = cli("run", "--backend", "local", str(tmp_path / "missing.yaml"))
+    assert_refused_cleanly(rc, out, err)
+    assert "cannot read" in err and "missing.yaml" in err
+    assert not (subm_home / "local").exists() or not list((subm_home / "local").iterdir())
+
+
+def test_an_unknown_backend_in_the_environment_is_bad_input():
+    job = _ok_job()
+    for args in (["run", str(job)], ["list"], ["cluster"]):
+        rc, out, err = cli(*args, env={"SUBM_BACKEND": "nope"})
+        assert rc == 2 and "Error:" in err and "'nope' is not one of 'local', 'yarn'" in err, err
+    rc, out, err = cli("list", env={"SUBM_OUTPUT": "xml"})
+    assert rc == 2 and "'xml' is not one of 'text', 'json'" in err, err
+
+
+def test_a_used_set_variable_is_accepted():
+    rc, out, err = cli("validate", str(_ok_job()), "--set", "word=bye")
+    assert rc == 0 and "echo bye" in out, err

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO
 
-from ..errors import JobNotFoundError, SpecError
+from ..errors import SpecError
 from ..plan import Plan
 from ..report import JobReport
 
@@ -127,10 +128,16 @@ def choose_backend(name: Optional[str]) -> str:
     return "yarn" if os.environ.get("HADOOP_CONF_DIR") else "local"
 
 
+#: YARN's ApplicationId, and the local backend's ids (one safe path component).
+_APP_IDS = (("yarn", re.compile(r"^application_[0-9]{1,19}_[0-9]{1,10}$")),
+            ("local", re.compile(r"^local_[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")))
+
+
 def backend_for_app(app_id: str) -> str:
-    if app_id.startswith("application_"):
-        return "yarn"
-    if app_id.startswith("local_"):
-        return "local"
-    raise JobNotFoundError(f"{app_id!r} is not a job id: YARN ids look like application_1700000000000_0001, "
-                           "local ones like local_20260101-120000_ab12")
+    """The backend an application id belongs to; a malformed id is bad input (exit 2),
+    before any backend is asked (YARN's RM would answer 400, the local one read a path)."""
+    for name, form in _APP_IDS:
+        if form.match(app_id) and ".." not in app_id:
+            return name
+    raise SpecError([("APP_ID", f"{app_id!r} is not a job id: YARN ids look like application_1700000000000_0001, "
+                                "local ones like local_20260101-120000_ab12")])

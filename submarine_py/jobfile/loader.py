@@ -7,6 +7,7 @@ import stat
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import jinja2
+import jinja2.meta
 import jinja2.sandbox
 import yaml
 
@@ -97,7 +98,9 @@ def render_template(text: str, variables: Mapping[str, Any], name: str = "job.ya
                           finalize=finalize)
     env.globals["env"] = _EnvLookup()
     try:
-        return env.from_string(text).render(**dict(variables))
+        rendered = env.from_string(text).render(**dict(variables))
+        _check_used(env, text, variables, name)
+        return rendered
     except jinja2.UndefinedError as exc:
         raise SpecError([("template", f"{exc.message} in {name}; {_undefined_hint(exc.message or '')}")]) from None
     except jinja2.TemplateSyntaxError as exc:
@@ -107,6 +110,18 @@ def render_template(text: str, variables: Mapping[str, Any], name: str = "job.ya
     except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
         # e.g. range() over the sandbox's limit, {{ 1 / 0 }}, {{ 'a' - 1 }}
         raise SpecError([("template", f"{name}: {exc}")]) from None
+
+
+def _check_used(env: jinja2.Environment, text: str, variables: Mapping[str, Any], name: str) -> None:
+    """A ``--set`` variable the job file never reads is a typo (``--set epoch=3`` for
+    ``epochs``) that would otherwise pass silently; name it and the ones the file does read."""
+    if not variables:
+        return
+    used = jinja2.meta.find_undeclared_variables(env.parse(text)) - {"env"}
+    unused = sorted(set(variables) - used)
+    if unused:
+        reads = f"it reads {', '.join(sorted(used))}" if used else "it has no template variables"
+        raise SpecError([("--set", f"{name} does not use the variable {k!r}; {reads}") for k in unused])
 
 
 def _undefined_hint(message: str) -> str:

@@ -26,8 +26,8 @@ ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
               "environment", "tags", "shared_dir")
 NETWORKS = ("host", "bridge", "none")
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}\Z")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+ROLE_NAME = _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}\Z")
+_ENVROLE_NAME = _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # [registry[:port]/]path[:tag][@digest], lower-case path components as Docker requires.
 _IMAGE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
@@ -281,7 +281,8 @@ class _Builder(ProblemCollector):
         if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z", name):
             self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
         framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
-        queue = self.string(data.get("queue"), "queue", default="default") or "default"
+        queue = self.string(data.get("queue"), "queue", default="default")
+        queue = "default" if queue is None else queue
         if len(queue) > 255 or not _QUEUE.match(queue):
             self.fail("queue", "expected a YARN queue name or path (letters, digits, '_', '-', '@', '+', "
                                f"parts joined by '.', no spaces), got {_show(queue)}")
