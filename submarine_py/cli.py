@@ -14,7 +14,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from . import __version__
-from .errors import JobNotFoundError, SubmarineError
+from .errors import JobNotFoundError, SpecError, SubmarineError
 from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
                      public_report, to_json)
 from .report import JobReport

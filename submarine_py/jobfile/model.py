@@ -27,7 +27,7 @@ JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "fil
               "environment", "tags", "shared_dir")
 NETWORKS = ("host", "bridge", "none")
 ROLE_NAME = _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}\Z")
-_ENVROLE_NAME = _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # [registry[:port]/]path[:tag][@digest], lower-case path components as Docker requires.
 _IMAGE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?"
@@ -318,9 +318,6 @@ class _Builder(ProblemCollector):
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
-        if job_s and gang > job_s:
-            self.fail("timeouts.gang_seconds", f"is {gang}, longer than timeouts.job_seconds ({job_s}): "
-                                               "the job would time out before its gang could")
         grace = self.seconds(d.get("stop_grace_seconds"), "timeouts.stop_grace_seconds",
                              DEFAULT_STOP_GRACE_SECONDS, MAX_STOP_GRACE_SECONDS)
         return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace)
