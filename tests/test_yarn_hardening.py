@@ -226,3 +226,69 @@ def test_logs_and_follow_stream_every_line_of_a_task_in_order(tmp_path, apps):
     for text in (followed, whole):
         numbers = [int(m) for m in re.findall(r"^line (\d{6}) y+$", text, re.M)]
         assert numbers == list(range(60000))
+
+
+# -- reports ----------------------------------------------------------------------------------
+
+SLEEPERS = """\
+    name: {name}
+    roles:
+      worker:
+        instances: 2
+        resources: {{memory: 256 MiB}}
+        command: echo ready; sleep 300
+"""
+
+
+def am_pids(app_id: str) -> List[int]:
+    """The Python AM's process of the application (the rig's nodes share this machine)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"am_main" in cmdline and f"SKEIN_APPLICATION_ID={app_id}".encode() in environ:
+            found.append(int(entry))
+    return found
+
+
+def test_list_shows_the_attempts_of_running_and_finished_jobs(tmp_path, apps):
+    app_id = detach(write_job(tmp_path, SLEEPERS.format(name="listed")), apps)
+    wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
+    rc, jobs, err = run_json("list", "--backend", "yarn", env=YARN)
+    assert rc == 0, err
+    assert [j["attempts"] for j in jobs if j["app_id"] == app_id] == [1]
+    subm("kill", app_id, env=YARN)
+    rc, jobs, err = run_json("list", "--all", "--backend", "yarn", env=YARN)
+    assert [j["attempts"] for j in jobs if j["app_id"] == app_id] == [1]
+
+
+def test_a_lost_am_still_leaves_a_report_with_the_tasks(tmp_path, apps):
+    app_id = detach(write_job(tmp_path, SLEEPERS.format(name="am-lost")), apps)
+    wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
+    pids = wait_for(lambda: am_pids(app_id), timeout=30, what="the AM's process")
+    os.kill(pids[0], signal.SIGKILL)  # no chance to write a final report
+    wait_final(app_id)
+    report = status(app_id)
+    assert report["state"] == "FAILED" == rm_app(app_id)["finalStatus"]
+    assert [(t["role"], t["state"]) for t in report["tasks"]] == [("worker", "KILLED")] * 2
+    wait_for(lambda: not processes_of(app_id), timeout=60, what="no process of the job left", interval=0.5)
+
+
+def test_when_yarn_kills_the_am_container_its_log_claims_no_other_verdict(tmp_path, apps):
+    """The NodeManager's SIGTERM reaches the whole AM container; YARN records FAILED (skein's
+    AM died), so the AM's log must not say KILLED."""
+    app_id = detach(write_job(tmp_path, SLEEPERS.format(name="am-sigterm")), apps)
+    wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
+    pids = wait_for(lambda: am_pids(app_id), timeout=30, what="the AM's process")
+    os.killpg(os.getpgid(pids[0]), signal.SIGTERM)  # as the NodeManager stops a container
+    final = wait_final(app_id)
+    rc, text, err = subm("logs", app_id, env=YARN)
+    verdicts = re.findall(r"job (?:application_\S+ )?(SUCCEEDED|FAILED|KILLED)\b", text)
+    yarn_says = final["finalStatus"] if final["state"] == "FINISHED" else final["state"]
+    assert set(verdicts) <= {yarn_says}, (verdicts, yarn_says)
+    assert "stopping every task" in text
