@@ -199,7 +199,8 @@ def test_an_executor_lost_before_registering_fails_the_task():
     fake.am = am
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
-    assert "worker:1 failed with its container ended (exit code 137; killed by the OOM killer)" in report["diagnostics"]
+    assert ("worker:1 failed with its container ended before the executor registered "
+            "(exit code 137; killed by the OOM killer" in report["diagnostics"])
 
 
 def test_kill_stops_every_task():

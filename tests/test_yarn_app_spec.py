@@ -50,7 +50,13 @@ def test_the_application_carries_queue_tags_and_name(tmp_path):
     assert spec.queue == "research"
     assert spec.name == "gpu-job"
     assert set(spec.tags) == {"submarine", "team-a"}
-    assert spec.max_attempts == 1
+
+
+def test_a_lost_am_is_retried_by_yarn_only_when_restarts_are_allowed(tmp_path):
+    # gang, max_restarts 2: YARN may start the AM again (capped by the cluster's am.max-attempts).
+    assert build(tmp_path).max_attempts == 3
+    assert build(tmp_path, restart={"policy": "never"}).max_attempts == 1
+    assert build(tmp_path, restart={"policy": "task", "max_restarts": 0}).max_attempts == 1
 
 
 def test_node_hints_with_relaxed_locality_except_for_labelled_roles(tmp_path):

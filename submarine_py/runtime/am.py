@@ -13,7 +13,6 @@ are started from one long-lived thread).
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import os
 import secrets
@@ -28,6 +27,7 @@ from ..states import JobState, Phase, RestartPolicy, TaskState
 from ..units import split_address
 from .containers import Containers
 from .gpu_usage import GpuUsage, add_samples, idle_seconds_setting, sample_seconds_setting
+from .recovery import EXECUTOR_LOST_SECONDS, HEARTBEAT_SECONDS, Recovery
 
 log = logging.getLogger("subm.am")
 
@@ -72,6 +72,13 @@ class Task:
     log: str = ""
     gpu: GpuUsage = field(default_factory=GpuUsage)
     gpu_idle_flagged: bool = False
+    #: Launches in a row that ended before an executor registered (reset by a registration).
+    failed_launches: int = 0
+    #: When its current attempt began (epoch seconds): a container started before that was
+    #: started for an attempt an earlier failure already ended.
+    began: float = 0.0
+    #: Its executor was declared lost: the cluster will not replace it, the AM launches one.
+    orphaned: bool = False
 
     @property
     def key(self) -> Tuple[str, int]:
@@ -94,6 +101,13 @@ class Executor:
     info: Dict[str, Any] = field(default_factory=dict)
     #: The task attempt this executor last registered for.
     attempt: Optional[int] = None
+    registered: bool = False
+    #: Declared lost after a silence (its container was released; it may not come back).
+    lost: bool = False
+    #: When the AM last heard from it (time.monotonic()): every call counts as a heartbeat.
+    last_seen: float = field(default_factory=time.monotonic)
+    #: When the AM asked for its container (epoch seconds); None for containers of the job.
+    launched_at: Optional[float] = None
 
 
 def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
@@ -106,7 +120,7 @@ def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
     return spec
 
 
-class ApplicationMaster:
+class ApplicationMaster(Recovery):
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
                  report_path: Optional[str] = None, shared_dir: Optional[str] = None,
@@ -144,6 +158,8 @@ class ApplicationMaster:
         self.events: List[Event] = []
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
         self.kill_requested: Optional[str] = None
+        self.heartbeat_seconds = HEARTBEAT_SECONDS
+        self.executor_lost_seconds = EXECUTOR_LOST_SECONDS
         self.gpu_idle_seconds = idle_seconds_setting()
         self.gpu_sample_seconds = sample_seconds_setting()
         try:
@@ -182,7 +198,8 @@ class ApplicationMaster:
             if ex is None:
                 ex = self.executors[ex_id] = Executor(ex_id, role)
             ex.info.update({k: body.get(k) for k in ("pid", "container", "log_dirs", "host")})
-            if self._finishing:
+            ex.last_seen = time.monotonic()
+            if self._finishing or ex.lost:
                 self._send(ex, "exit", code=0)
                 return {"index": body.get("index")}
             ts = self.tasks.get(ex.task) if ex.task else None
@@ -194,11 +211,12 @@ class ApplicationMaster:
                 return {"index": None}
             ts.address = f"{body['host']}:{int(body['port'])}"
             ts.state = TaskState.REGISTERED
-            ex.attempt = ts.attempt
+            ts.failed_launches = 0
+            ex.attempt, ex.registered = ts.attempt, True
             ts.log = self.containers.log_location(ts.plan, ex_id)
             log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, shown(ts.attempt), ex_id)
             self._maybe_run()
-            return {"index": ts.plan.index, "attempt": ts.attempt}
+            return {"index": ts.plan.index, "attempt": ts.attempt, "heartbeat": self.heartbeat_seconds}
 
     def _assign(self, ex: Executor, hint: Any) -> Optional[Task]:
         candidates = [ts for ts in self.tasks.values()
@@ -268,10 +286,13 @@ class ApplicationMaster:
         with self.lock:
             while True:
                 ex = self.executors.get(executor)
+                if ex is not None and ex.lost:  # back from a silence the AM took for its death
+                    return [{"seq": max(after, self.seq) + 1, "op": "exit", "code": 1}]
                 pending = [i for i in ex.instructions if i["seq"] > after] if ex else []
                 if pending or time.monotonic() >= deadline:
                     if ex:
                         ex.instructions = pending
+                        ex.last_seen = time.monotonic()
                     return pending
                 self.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
 
@@ -296,6 +317,7 @@ class ApplicationMaster:
             self._decide("gang ready: all %d tasks registered (attempt %d), %s",
                          len(self.tasks), shown(self.attempt), since)
             self.phase = Phase.RUNNING
+            self._save_state()
         self.cluster = self.plan.cluster_spec({ts.key: ts.address for ts in self.tasks.values()})
         hold = self.plan.framework.reuses_port
         for ts in waiting:
@@ -344,10 +366,7 @@ class ApplicationMaster:
         elif policy == RestartPolicy.TASK and ts.restarts < limit:
             self._restart_task(ts, failure)
         else:
-            spent = (f"after {limit} restart{'s' if limit != 1 else ''}"
-                     if policy != RestartPolicy.NEVER and limit else f"restart policy '{policy}'"
-                     if policy == RestartPolicy.NEVER else "max_restarts is 0")
-            self._finish(JobState.FAILED, f"{failure}; job failed ({spent}){quoted}")
+            self._finish(JobState.FAILED, f"{failure}; job failed ({self._spent()}){quoted}")
 
     def _restart_gang(self, why: str) -> None:
         self.attempt += 1
@@ -360,17 +379,20 @@ class ApplicationMaster:
             ts.restarts += 1
             ts.state = TaskState.PENDING
             ts.exit_code = None
+            ts.began = time.time()
             ex = self._live_executor(ts)
             if ex is not None:
                 self._send(ex, "register", attempt=ts.attempt, grace=self.grace)
             else:
                 self._need_executor(ts)
+        self._save_state()
 
     def _restart_task(self, ts: Task, why: str) -> None:
         ts.restarts += 1
         ts.attempt += 1
         ts.state = TaskState.PENDING
         ts.exit_code = None
+        ts.began = time.time()
         self._decide("restarting %s alone: its attempt %d of at most %d, because %s", ts.plan.id,
                      shown(ts.attempt), self.plan.job.restart.max_restarts + 1, why)
         ex = self._live_executor(ts)
@@ -378,10 +400,11 @@ class ApplicationMaster:
             self._send(ex, "register", attempt=ts.attempt, grace=self.grace)
         else:
             self._need_executor(ts)
+        self._save_state()
 
     def _need_executor(self, ts: Task) -> None:
         """Have a new executor started for a task whose executor is gone."""
-        if self.containers.replaces_lost:
+        if self.containers.replaces_lost and not ts.orphaned:
             return  # the cluster manager starts one; it registers like any other
         if ts.key not in self.to_launch:
             self.to_launch.append(ts.key)
@@ -427,7 +450,10 @@ class ApplicationMaster:
         told_to_stop: set = set()
         unheard: List[str] = []
         next_snapshot = 0.0
+        last_loop = time.monotonic()
         while True:
+            self._forgive_stall(time.monotonic() - last_loop)
+            last_loop = time.monotonic()
             if self.kill_requested:
                 self.kill(self.kill_requested)
                 self.kill_requested = None
@@ -444,7 +470,13 @@ class ApplicationMaster:
             for ts in launch:
                 self._launch(ts)
             for ended in self.containers.poll():
-                self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role)
+                self._executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role,
+                                     ended.started_at, refused=not ended.counts)
+            with self.lock:
+                silent = self._check_heartbeats()
+            for ex_id, why in silent:
+                self.containers.lost(ex_id)
+                self._executor_ended(ex_id, None, why, lost=True)
             with self.lock:
                 now = time.monotonic()
                 if self.phase == Phase.STARTING and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
@@ -503,36 +535,42 @@ class ApplicationMaster:
         with self.lock:
             ex = self.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
             ex.task, ts.executor = ts.key, ex_id
+            ex.launched_at, ts.orphaned = time.time(), False
             ts.log = self.containers.log_location(ts.plan, ex_id)
         log.info("started executor %s for %s", ex_id, ts.plan.id)
 
     def _executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
-                        role: Optional[str] = None) -> None:
+                        role: Optional[str] = None, started_at: Optional[float] = None,
+                        lost: bool = False, refused: bool = False) -> None:
+        """An executor is gone: its container ended (``code``), or it fell silent (``lost``)."""
         with self.lock:
             ex = self.executors.get(ex_id)
-            if ex is None and role and not self._finishing:
-                # A container requested with the job ended before it registered.
-                self.executors[ex_id] = Executor(ex_id, role, alive=False)
-                spare = [ts for ts in self.tasks.values() if ts.plan.role == role
-                         and self._live_executor(ts) is None and ts.key not in self.to_launch]
-                self._decide("container %s of role %s ended before registering (exit code %s%s)%s", ex_id, role,
-                             code, f"; {diagnostics}" if diagnostics else "",
-                             "; starting a replacement" if spare else "", level=logging.WARNING)
-                if spare:
-                    self._need_executor(spare[0])
+            if ex is None:
+                if role and not self._finishing:
+                    # A container requested with the job (or a replacement the cluster started
+                    # itself) ended before its executor registered.
+                    ex = self.executors[ex_id] = Executor(ex_id, role, alive=False)
+                    self._failed_launch(ex, None, code, diagnostics, started_at, refused)
                 return
-            if ex is None or not ex.alive:
+            if not ex.alive:
                 return
             ex.alive = False
+            ex.lost = lost
             self.changed.notify_all()
             ts = self.tasks.get(ex.task) if ex.task else None
             if ts is None or ts.executor != ex_id or self._finishing:
                 return
-            detail = f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
+            if not ex.registered:
+                ts.executor = None
+                self._failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused)
+                return
+            detail = diagnostics if lost else \
+                f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
             if ts.state == TaskState.SUCCEEDED:
                 return
             self._decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
             ts.executor = None
+            ts.orphaned = lost
             if ts.state == TaskState.PENDING and ex.attempt is not None and ex.attempt < ts.attempt:
                 # Lost before re-registering for an attempt that a failure already started (say a
                 # node with several tasks died): part of that failure, so only a new executor.

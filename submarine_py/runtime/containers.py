@@ -22,6 +22,12 @@ class Ended:
     diagnostics: str = ""
     #: The role the executor was started for (known even if it never registered).
     role: Optional[str] = None
+    #: When its container was allocated or started (epoch seconds), if the driver knows: tells
+    #: a container started before the task's current attempt from one started for it.
+    started_at: Optional[float] = None
+    #: False when the driver itself refused the container (say YARN placed it on a machine the
+    #: AM found dead): only a replacement is needed, it is no failure of the task.
+    counts: bool = True
 
 
 class Containers:
@@ -46,6 +52,11 @@ class Containers:
     def kill(self, executor: str) -> None:
         """Stop an executor (and its task) now."""
         raise NotImplementedError
+
+    def lost(self, executor: str) -> None:
+        """An executor went silent (its node may be dead): release its container now, and keep
+        replacements off the machine it ran on while that machine does not answer."""
+        self.kill(executor)
 
     def describe(self, executor: str) -> str:
         """A short word on an executor that has not registered (e.g. 'pending in queue default')."""

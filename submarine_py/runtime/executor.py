@@ -15,6 +15,10 @@ Life of an executor::
     report every exit of the command      POST /v1/exit
     while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
+Each poll returns after a couple of seconds at most and the next one starts at
+once: the polls are the executor's heartbeat (the AM declares a silent executor
+lost, since a machine that dies closes no connection).
+
 The executor outlives attempts, so a gang restart needs no new containers.
 Settings come from the environment: SUBM_TOKEN (or SUBM_TOKEN_FILE, a file
 holding it: on YARN, where variables end up in a log the NodeManager serves), SUBM_ROLE, SUBM_AM_URL (or
@@ -42,7 +46,10 @@ AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
 #: SIGTERM -> SIGKILL when the task is stopped; the AM sends the job's
 #: timeouts.stop_grace_seconds with every stop and in SUBM_STOP_GRACE.
 DEFAULT_GRACE = float(os.environ.get("SUBM_STOP_GRACE", "3"))
-POLL_SECONDS = 20
+#: How long one long poll for instructions lasts unless the AM says otherwise at registration.
+#: Polls follow each other at once: they are the executor's heartbeat, and the AM declares an
+#: executor lost after a few missed ones (a dead machine closes no connection).
+POLL_SECONDS = 2.0
 #: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
 TAIL_LINES = 20
 TAIL_BYTES = 2048
@@ -394,6 +401,7 @@ class Executor:
         self.stopping = False
         self.killed = False  # the last stop needed SIGKILL
         self.seq = 0
+        self.poll_seconds = POLL_SECONDS
         self.done = threading.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
 
@@ -408,13 +416,18 @@ class Executor:
                 "log_dirs": self.env.get("LOG_DIRS")}
         reply = self.am.call("POST", "/v1/register", body)
         self.index_hint = str(reply.get("index", self.index_hint))
+        try:
+            self.poll_seconds = min(max(float(reply.get("heartbeat", POLL_SECONDS)), 0.2), 20.0)
+        except (TypeError, ValueError):
+            pass
 
     def poll_forever(self):
         """Long-poll the AM for instructions and queue them for the main loop."""
         while not self.done.is_set():
             try:
-                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d" % (self.executor_id, self.seq),
-                                     timeout=POLL_SECONDS + 10)
+                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d&wait=%g"
+                                     % (self.executor_id, self.seq, self.poll_seconds),
+                                     timeout=self.poll_seconds + 10)
             except Exception as exc:  # AM gone for good: stop the task, leave
                 self.instructions.put({"op": "am-lost", "why": str(exc)})
                 return

@@ -77,7 +77,14 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._authorized():
                 return
             q = parse_qs(url.query)
-            items = self.master.next_instructions(q["executor"][0], int(q.get("after", ["0"])[0]), wait=20.0)
+            try:
+                wait = min(max(float(q.get("wait", ["20"])[0]), 0.0), 20.0)
+                after = int(q.get("after", ["0"])[0])
+                executor = q["executor"][0]
+            except (KeyError, ValueError) as exc:
+                return self._reply(400, {"error": f"bad request: {exc}"})
+            self.master.heard_from(executor)
+            items = self.master.next_instructions(executor, after, wait=wait)
             return self._reply(200, {"instructions": items})
         if path in ("/", "/status", "/index.html") or path.endswith("/status"):
             html = render("status.html.j2", report=self.master.report())
@@ -90,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             path = urlparse(self.path).path
+            if body.get("executor") is not None:
+                self.master.heard_from(str(body["executor"]))
             if path == "/v1/register":
                 return self._reply(200, self.master.on_register(body))
             if path == "/v1/started":

@@ -5,20 +5,26 @@ container; the executors' containers are skein services (:class:`YarnContainers`
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import sys
-from typing import List, Mapping
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ...report import JobReport
 from ...runtime.am import ApplicationMaster
 from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
-from ...states import JobState
+from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
-from .rest import ResourceManager
+from .rest import ResourceManager, node_log
 
 log = logging.getLogger("subm.am.yarn")
+#: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
+#: later YARN attempt goes on from), final once the job is done.
+REPORT_FILE = "subm-report.json"
 
 
 def read_token(env: Mapping[str, str]) -> str:
@@ -50,9 +56,16 @@ def main_yarn(job_file: str) -> int:
             log.error(why)
             app.shutdown(JobState.FAILED.value, why)
             return 1
+    report_path = os.path.join(log_dir, REPORT_FILE)
     am = ApplicationMaster(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
-                           token=read_token(os.environ),
-                           report_path=os.path.join(log_dir, "subm-report.json"), shared_dir=shared, snapshots=True)
+                           token=read_token(os.environ), report_path=report_path, shared_dir=shared,
+                           snapshots=True)
+    attempt = app_attempt(os.environ.get("CONTAINER_ID"))
+    if attempt > 1:  # YARN started this AM because an earlier one was lost, or ended the job
+        kind, previous, lost = earlier_attempts(rm, app_id, attempt)
+        if kind == "final" and previous:
+            return _repeat_verdict(app, previous, report_path, attempt)
+        am.take_over(_as_report(previous), lost)
     host = os.environ.get("NM_HOST") or socket.getfqdn()
     try:
         report = run_am(am, "0.0.0.0", host)
@@ -61,6 +74,68 @@ def main_yarn(job_file: str) -> int:
         app.shutdown(JobState.FAILED.value, f"the submarine ApplicationMaster failed: {exc}")
         return 1
     return 0 if report.state == JobState.SUCCEEDED else 1
+
+
+def app_attempt(container_id: Optional[str]) -> int:
+    """The application attempt a container belongs to: container_[e<epoch>_]<ts>_<app>_<attempt>_<n>."""
+    parts = (container_id or "").split("_")
+    try:
+        return int(parts[-2]) if len(parts) >= 5 else 1
+    except ValueError:
+        return 1
+
+
+def earlier_attempts(rm: ResourceManager, app_id: str,
+                     attempt: int) -> Tuple[Optional[str], Optional[Dict[str, Any]], int]:
+    """What the AMs of earlier attempts left in their report file (rewritten while they ran):
+    ("final", the report, 0) when one decided the job's end; else ("state", the latest report
+    one saved, attempts lost since), or (None, None, attempts lost) when none can be read
+    (say their machine is gone)."""
+    try:
+        attempts = rm._get(f"/ws/v1/cluster/apps/{app_id}/appattempts")
+        attempts = ((attempts or {}).get("appAttempts") or {}).get("appAttempt") or []
+    except Exception as exc:
+        log.warning("cannot read the earlier attempts of %s: %s", app_id, exc)
+        attempts = []
+    earlier = sorted((a for a in attempts if int(a.get("id") or 0) < attempt), key=lambda a: -int(a["id"]))
+    for a in earlier:
+        node, cid = a.get("nodeHttpAddress"), a.get("containerId")
+        data = node_log(node, cid, REPORT_FILE, timeout=3.0) if node and cid else None
+        try:
+            found = json.loads(data) if data else None
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            verdict = found.get("phase") in (Phase.FINISHING.value, Phase.DONE.value)
+            kind = "final" if verdict else "state"
+            log.info("attempt %s of %s left its report (%s, %s)", a["id"], app_id, kind, cid)
+            return kind, found, attempt - int(a["id"])
+    return None, None, attempt - 1
+
+
+def _as_report(saved: Optional[Dict[str, Any]]) -> Optional[JobReport]:
+    try:
+        return JobReport.from_dict(saved) if saved else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _repeat_verdict(app, report: Dict[str, Any], report_path: str, attempt: int) -> int:
+    """An earlier AM decided the job's end, but skein leaves the application to YARN's next
+    attempt unless the attempt was the last (it unregisters only then): say it again at once."""
+    state, diagnostics = str(report.get("state") or "FAILED"), str(report.get("diagnostics") or "")
+    log.info("attempt %d: the job already ended %s; ending the application again", attempt, state)
+    events = list(report.get("events") or [])
+    events.append({"time": round(time.time(), 3),
+                   "message": f"YARN attempt {attempt} started after the job had ended {state}; ended it again"})
+    report = dict(report, events=events, phase=Phase.DONE.value, final=True)
+    tmp = report_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(tmp, report_path)
+    final = JobState(state) if state in JobState.__members__ else JobState.FAILED
+    app.shutdown((final if final.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
+    return 0 if state == "SUCCEEDED" else 1
 
 
 def main(argv: List[str]) -> int:

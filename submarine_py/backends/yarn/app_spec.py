@@ -174,5 +174,14 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         tags=[TAG, *plan.job.tags],
         master=master,
         services=services,
-        max_attempts=1,
+        max_attempts=am_attempts(plan),
     )
+
+
+def am_attempts(plan: Plan) -> int:
+    """YARN attempts of the application: a lost AM (its process, its machine) is retried by YARN
+    when the restart policy allows restarts. YARN caps this at
+    ``yarn.resourcemanager.am.max-attempts`` (2 by default); the new AM counts the loss as a
+    restart of the gang and goes on from the attempts the earlier one saved."""
+    restart = plan.job.restart
+    return 1 if restart.policy == "never" or restart.max_restarts <= 0 else restart.max_restarts + 1

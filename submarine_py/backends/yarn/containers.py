@@ -10,19 +10,25 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import re
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from ...plan import Plan, TaskPlan
 from ...runtime.containers import Containers, Ended
 from ...states import JobState
-from .rest import ResourceManager, nm_container
+from .rest import ResourceManager, nm_container, node_log
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
 #: skein's ``ContainerState`` values of a container that has ended (skein's states, not a job's).
 CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
+#: How long a machine whose executors fell silent is kept out of the job (YARN's own NodeManager
+#: expiry is 10 minutes), unless its NodeManager answers again.
+AVOID_SECONDS = 600
+#: YARN diagnostics are kept to their end (where the NodeManager puts the stderr tail).
+MAX_DIAGNOSTICS = 2000
 
 
 class YarnContainers(Containers):
@@ -39,6 +45,12 @@ class YarnContainers(Containers):
         self.reported: set = set()
         self.next_poll = 0.0
         self.lock = threading.Lock()
+        #: Containers the AM killed itself: their end needs no word from their NodeManager.
+        self.killed: Set[str] = set()
+        #: Machines (host of the NodeManager's web address) found dead: host -> when.
+        self.avoided: Dict[str, float] = {}
+        #: Containers seen allocated (skein's RUNNING) so far.
+        self.placed: Set[str] = set()
 
     def _refresh(self) -> List[object]:
         import skein
@@ -67,21 +79,71 @@ class YarnContainers(Containers):
         ended = []
         for c in self._refresh():
             state = str(c.state)
-            if state in CONTAINER_ENDED and c.id not in self.reported:
+            if state == "RUNNING" and c.id not in self.placed:
+                self.placed.add(c.id)
+                refused = self._refuse_if_avoided(c)
+                if refused:
+                    ended.append(refused)
+            elif state in CONTAINER_ENDED and c.id not in self.reported:
                 self.reported.add(c.id)
-                code = None
-                if c.yarn_node_http_address and c.yarn_container_id:
-                    code = nm_container(c.yarn_node_http_address, c.yarn_container_id).get("exitCode")
-                ended.append(Ended(c.id, int(code) if code not in (None, -1000) else None,
-                                   f"container {c.yarn_container_id} {state}: {c.exit_message or ''}".strip(),
-                                   role=c.service_name))
+                if c.id not in self.killed:
+                    ended.append(self._ended(c, state))
         return ended
 
+    def _ended(self, c: Any, state: str) -> Ended:
+        """A finished container, with YARN's exit status and reason (from its NodeManager)."""
+        code, reason = None, ""
+        if c.yarn_node_http_address and c.yarn_container_id:
+            info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=2.0)
+            code, reason = info.get("exitCode"), _tidy(info.get("diagnostics") or "")
+        message = (c.exit_message or "").strip()
+        if not reason or (message and message not in reason and not message.startswith("Container failed during")):
+            reason = "; ".join(x for x in (message, reason) if x)
+        code = int(code) if code not in (None, -1000) else None
+        if state == "FAILED" and c.yarn_node_http_address and c.yarn_container_id:
+            # skein sends the script's output to <service>.log, not the stderr YARN quotes.
+            tail = node_log(c.yarn_node_http_address, c.yarn_container_id, f"{c.service_name}.log", timeout=2.0)
+            if tail:
+                text = tail.decode("utf-8", "replace").strip()
+                if text:
+                    reason += f"; its log ends: {_tidy(text[-600:])}"
+        where = f" on {c.yarn_node_http_address}" if c.yarn_node_http_address else ""
+        words = f"YARN container {c.yarn_container_id or c.id}{where} {state}"
+        if code is not None:
+            words += f", exit status {code}"
+        started = c.start_time.timestamp() if getattr(c, "start_time", None) else None
+        return Ended(c.id, code, f"{words}: {reason}" if reason else words, role=c.service_name,
+                     started_at=started)
+
+    def _refuse_if_avoided(self, c: Any) -> Optional[Ended]:
+        """A container YARN placed on a machine found dead (YARN thinks it alive for minutes)."""
+        host = _host(c.yarn_node_http_address)
+        since = self.avoided.get(host) if host else None
+        if since is None:
+            return None
+        if time.monotonic() - since > AVOID_SECONDS or _nm_answers(c.yarn_node_http_address):
+            log.info("node %s answers again: no longer avoided", host)
+            del self.avoided[host]
+            return None
+        self.kill(c.id)
+        return Ended(c.id, None, f"YARN placed container {c.yarn_container_id} on {host}, whose executors "
+                                 "fell silent and whose NodeManager does not answer: released",
+                     role=c.service_name, counts=False)
+
     def kill(self, executor: str) -> None:
+        self.killed.add(executor)
         try:
             self.app.kill_container(executor)
         except Exception as exc:  # already gone
             log.debug("kill_container(%s): %s", executor, exc)
+
+    def lost(self, executor: str) -> None:
+        c = self.containers.get(executor)
+        host = _host(c.yarn_node_http_address) if c is not None else None
+        if host and not _nm_answers(c.yarn_node_http_address):
+            log.warning("node %s does not answer: keeping replacements off it", host)
+            self.avoided.setdefault(host, time.monotonic())
+        self.kill(executor)
 
     def describe(self, executor: str) -> str:
         c = self.containers.get(executor)
@@ -142,3 +204,32 @@ class YarnContainers(Containers):
 
     def finish(self, state: JobState, diagnostics: str) -> None:
         self.app.shutdown((state if state.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
+
+
+def _host(node_http: Optional[str]) -> Optional[str]:
+    return node_http.rsplit(":", 1)[0] if node_http else None
+
+
+def _nm_answers(node_http: str, timeout: float = 1.0) -> bool:
+    """Whether a NodeManager's web API answers (a dead machine does not)."""
+    import requests
+
+    base = node_http if node_http.startswith("http") else f"http://{node_http}"
+    try:
+        return requests.get(f"{base}/ws/v1/node/info", timeout=timeout).status_code < 500
+    except requests.RequestException:
+        return False
+
+
+def _tidy(diagnostics: str) -> str:
+    """YARN's container diagnostics without Java stack frames, on one line, their end kept."""
+    lines = [ln.strip() for ln in diagnostics.splitlines()]
+    text = " ".join(ln for ln in lines if ln and not ln.startswith("at ") and not ln.startswith("..."))
+    parts, seen = [], set()
+    for part in re.split(r"\[\d{4}-\d\d-\d\d [\d:.]+\]", text):  # the NM stamps each message
+        part = re.sub(r"\s+", " ", part).strip()
+        if part and part not in seen:
+            seen.add(part)
+            parts.append(part)
+    text = " ".join(parts)
+    return text if len(text) <= MAX_DIAGNOSTICS else "..." + text[-MAX_DIAGNOSTICS:]
