@@ -53,8 +53,8 @@ def test_the_application_carries_queue_tags_and_name(tmp_path):
 
 
 def test_a_lost_am_is_retried_by_yarn_only_when_restarts_are_allowed(tmp_path):
-    # gang, max_restarts 2: YARN may start the AM again (capped by the cluster's am.max-attempts).
-    assert build(tmp_path).max_attempts == 3
+    # gang, max_restarts 2: YARN may start the AM once more.
+    assert build(tmp_path).max_attempts == 2
     assert build(tmp_path, restart={"policy": "never"}).max_attempts == 1
     assert build(tmp_path, restart={"policy": "task", "max_restarts": 0}).max_attempts == 1
 

@@ -178,10 +178,16 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     )
 
 
+#: YARN attempts of an application whose restart policy allows restarts: one lost AM (its
+#: process, its machine) is recovered. Not more: skein ends an application for good only from
+#: its last attempt, so a job that fails in an earlier one costs one more (short) AM attempt
+#: that repeats the verdict, and more attempts would repeat it more often.
+AM_ATTEMPTS = 2
+
+
 def am_attempts(plan: Plan) -> int:
-    """YARN attempts of the application: a lost AM (its process, its machine) is retried by YARN
-    when the restart policy allows restarts. YARN caps this at
-    ``yarn.resourcemanager.am.max-attempts`` (2 by default); the new AM counts the loss as a
-    restart of the gang and goes on from the attempts the earlier one saved."""
+    """YARN attempts of the application (YARN caps them at ``yarn.resourcemanager.am.max-attempts``,
+    2 by default). The new AM counts the loss as a restart and goes on from the attempts the earlier
+    one saved."""
     restart = plan.job.restart
-    return 1 if restart.policy == "never" or restart.max_restarts <= 0 else restart.max_restarts + 1
+    return 1 if restart.policy == "never" or restart.max_restarts <= 0 else AM_ATTEMPTS

@@ -1,0 +1,274 @@
+"""What the ApplicationMaster does when machines, launches or the AM itself fail.
+
+Driven through the fake ContainerDriver of ``test_am.py`` (no processes, no HTTP):
+executors that fall silent (a dead machine says nothing), containers that end before
+their executor registers, and a new AM attempt that takes a job over.
+"""
+import time
+from typing import List
+
+import pytest
+
+from submarine_py.backends.yarn.driver import _tidy, app_attempt
+from submarine_py.plan import make_plan
+from submarine_py.runtime.am import MAX_FAILED_LAUNCHES, ApplicationMaster, ExecutorState
+from submarine_py.runtime.driver import Ended
+from submarine_py.spec import JobSpec
+from test_am import WORKERS, FakeDriver, tasks_by_id
+
+pytestmark = pytest.mark.unit
+
+
+class Freezing(FakeDriver):
+    """Executors of the tasks in ``freeze`` stop calling the AM once their first command runs,
+    as when their machine dies (no exit, no connection closed)."""
+
+    def __init__(self, outcome, freeze, **kw):
+        super().__init__(outcome, **kw)
+        self.freeze = set(freeze)
+        self.frozen: List[str] = []
+        self.lost_calls: List[str] = []
+
+    def poll(self):
+        for ex_id, ex in self.executors.items():
+            if ex["alive"] and ex["task"].id in self.freeze and any(r[0] == ex["task"].id for r in self.runs) \
+                    and ex_id not in self.frozen and not ex.get("replacement"):
+                self.frozen.append(ex_id)
+        saved = {ex_id: self.executors[ex_id]["alive"] for ex_id in self.frozen}
+        for ex_id in self.frozen:  # silent: neither polled nor reported, unless killed
+            self.executors[ex_id]["alive"] = self.executors[ex_id].get("killed", False)
+        ended = super().poll()
+        for ex_id, alive in saved.items():
+            if not self.executors[ex_id].get("killed"):
+                self.executors[ex_id]["alive"] = alive
+        return ended
+
+    def launch(self, task, env):
+        ex_id = super().launch(task, env)
+        self.executors[ex_id]["replacement"] = bool(self.runs)
+        return ex_id
+
+    def lost(self, executor):
+        self.lost_calls.append(executor)
+        super().lost(executor)
+
+
+def am_for(spec: dict, driver) -> ApplicationMaster:
+    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict({"name": "t"}, **spec))), "local_test", driver)
+    am.executor_lost_seconds = 0.3
+    driver.am = am
+    return am
+
+
+# -- a machine that dies ------------------------------------------------------------------
+
+def test_a_silent_executor_is_declared_lost_its_container_released_and_the_gang_restarted():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
+    driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:1"})
+    am = am_for(spec, driver)
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2
+    assert driver.lost_calls == ["worker-1-e2"]  # its container released, the machine avoided
+    assert sorted((t, a) for t, a, _ in driver.runs) == [("worker:0", 0), ("worker:0", 1),
+                                                         ("worker:1", 0), ("worker:1", 1)]
+    messages = " | ".join(e["message"] for e in report["events"])
+    assert "no heartbeat from its executor on 127.0.0.1" in messages and "declared lost" in messages
+    # Were it to come back, the AM tells it to leave: its task has another executor now.
+    assert [i["op"] for i in am.next_instructions("worker-1-e2", 0, 0)] == ["exit"]
+
+
+def test_the_am_launches_the_replacement_even_where_the_cluster_replaces_failed_containers():
+    """YARN replaces a container that fails, not one whose machine went quiet: the AM asks."""
+
+    class Yarnish(Freezing):
+        replaces_lost = True
+
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
+    driver = Yarnish(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0"})
+    report = am_for(spec, driver).run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert sorted(driver.executors) == ["worker-0-e1", "worker-0-e3", "worker-1-e2"]
+
+
+def test_executors_lost_together_are_one_failure_of_the_gang():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
+    driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0", "worker:1"})
+    report = am_for(spec, driver).run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2
+    assert sorted(driver.lost_calls) == ["worker-0-e1", "worker-1-e2"]
+
+
+def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
+    spec = dict(WORKERS, restart={"policy": "never"})
+    driver = Freezing(lambda role, index, attempt: None, freeze={"worker:1"})
+    report = am_for(spec, driver).run()
+    assert report["state"] == "FAILED"
+    assert "worker:1 failed with no heartbeat from its executor" in report["diagnostics"]
+    assert "restart policy 'never'" in report["diagnostics"]
+
+
+def test_an_am_that_was_not_running_does_not_blame_the_executors():
+    """A gap in the AM's own loop (suspended, starved of CPU) is not the executors' silence."""
+    am = am_for(WORKERS, FakeDriver(lambda role, index, attempt: 0))
+    am.executor_lost_seconds = 6.0
+    am.executors["e1"] = ExecutorState("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
+    assert [ex_id for ex_id, _ in am._check_heartbeats()] == ["e1"]
+    am._forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
+    assert am._check_heartbeats() == []
+
+
+# -- containers that never start ---------------------------------------------------------
+
+class Prelaunched(FakeDriver):
+    """Containers requested with the job (as on YARN): ``fail`` scripts the ones that end before
+    their executor registers, poll by poll; the others register as the cluster starts them."""
+
+    prelaunched = True
+    replaces_lost = True
+
+    def __init__(self, outcome, spec_tasks, fail):
+        super().__init__(outcome)
+        self.spec_tasks = spec_tasks
+        self.fail = list(fail)  # per poll: a list of (exit code, diagnostics, started_at or None)
+        self.n = 0
+
+    def poll(self):
+        if self.fail:
+            batch = self.fail.pop(0)
+            ended = []
+            for code, diag, started in batch:
+                self.n += 1
+                ended.append(Ended(f"container_{self.n}", code, diag, role="worker",
+                                   started_at=started() if callable(started) else started))
+            return ended
+        if not self.executors:  # the cluster's replacements come up
+            for task in self.spec_tasks:
+                self.n += 1
+                self.executors[f"container_{self.n}"] = {"task": task, "seq": 0, "alive": True,
+                                                         "registered": False}
+        return super().poll()
+
+
+def prelaunched_am(spec: dict, fail, outcome=lambda role, index, attempt: 0):
+    plan = make_plan(JobSpec.from_dict(dict({"name": "t"}, **spec)))
+    driver = Prelaunched(outcome, plan.tasks, fail)
+    am = ApplicationMaster(plan, "application_1_1", driver)
+    driver.am = am
+    return am, driver
+
+
+YARN_127 = ("YARN container container_1_01_000002 on node1:8042 FAILED, exit status 127: Container exited "
+            "with a non-zero exit code 127; its log ends: exec: /opt/py/bin/python3: not found")
+
+
+def test_a_container_that_never_starts_fails_the_job_at_once_under_policy_never():
+    spec = dict(WORKERS, restart={"policy": "never"})
+    am, _ = prelaunched_am(spec, [[(127, YARN_127, None)]])
+    report = am.run()
+    assert report["state"] == "FAILED"
+    diag = report["diagnostics"]
+    assert "worker:0 failed with its container ended before the executor registered (exit code 127" in diag
+    assert "exec: /opt/py/bin/python3: not found" in diag  # YARN's reason is kept
+    assert "restart policy 'never'" in diag
+    assert tasks_by_id(report)["worker:0"]["exit_code"] == 127
+
+
+def test_containers_failing_together_at_launch_are_one_failure():
+    """Every container of a role with a missing interpreter fails at once: one restart, not one each."""
+    long_ago = time.time() - 60
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
+    am, _ = prelaunched_am(spec, [[(127, YARN_127, long_ago), (127, YARN_127, long_ago)]])
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2
+
+
+def test_launches_failing_again_and_again_end_the_job_whatever_restarts_remain():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 50})
+    waves = [[(1, "Resource file:/staging/train.py changed on src filesystem", time.time)]
+             for _ in range(MAX_FAILED_LAUNCHES)]
+    am, _ = prelaunched_am(spec, waves)
+    report = am.run()
+    assert report["state"] == "FAILED"
+    diag = report["diagnostics"]
+    assert f"worker:0 failed to launch {MAX_FAILED_LAUNCHES} times in a row" in diag
+    assert "changed on src filesystem" in diag
+    assert report["attempts"] == MAX_FAILED_LAUNCHES  # the first failures were restarts
+
+
+def test_a_container_the_driver_turned_down_is_replaced_without_counting():
+    am, driver = prelaunched_am(dict(WORKERS, restart={"policy": "never"}), [])
+
+    def refuse_first(orig=driver.poll, state={"done": False}):
+        if not state["done"]:
+            state["done"] = True
+            return [Ended("container_9", None, "placed on a dead machine: released", role="worker",
+                          counts=False)]
+        return orig()
+
+    driver.poll = refuse_first
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+
+
+# -- an AM lost, and the next YARN attempt ---------------------------------------------------
+
+def saved_state(attempt: int, restarts: int) -> dict:
+    return {"attempts": restarts + 1, "state": "RUNNING", "phase": "RUNNING",
+            "timings": {"gang_ready_seconds": 4.2},
+            "events": [{"time": 1.0, "message": "gang ready: all 2 tasks registered (attempt 0) in 4.20 s"}],
+            "tasks": [{"role": "worker", "index": i, "attempt": attempt, "restarts": restarts} for i in (0, 1)]}
+
+
+def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
+    am, driver = prelaunched_am(spec, [])
+    am.take_over(saved_state(attempt=0, restarts=0), lost_attempts=1)
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2
+    assert {t["attempt"] for t in report["tasks"]} == {1}
+    assert {env["SUBM_ATTEMPT"] for _, _, env in driver.runs} == {"1"}
+    messages = [e["message"] for e in report["events"]]
+    assert messages[0].startswith("gang ready")  # the earlier AM's decisions are kept
+    assert any("the ApplicationMaster was lost" in m for m in messages)
+    assert report["timings"]["gang_ready_seconds"] == 4.2
+
+
+def test_a_new_am_attempt_with_no_restart_left_fails_the_job():
+    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
+    am, driver = prelaunched_am(spec, [])
+    am.take_over(saved_state(attempt=2, restarts=2), lost_attempts=1)
+    report = am.run()
+    assert report["state"] == "FAILED"
+    assert "the ApplicationMaster was lost" in report["diagnostics"]
+    assert "after 2 restarts" in report["diagnostics"]
+    assert report["attempts"] == 3 and driver.runs == []
+
+
+def test_without_a_readable_state_each_lost_am_attempt_counts_as_a_restart():
+    spec = dict(WORKERS, restart={"policy": "task", "max_restarts": 3})
+    am, _ = prelaunched_am(spec, [])
+    am.take_over(None, lost_attempts=2)
+    report = am.run()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert {t["restarts"] for t in report["tasks"]} == {2} and {t["attempt"] for t in report["tasks"]} == {2}
+
+
+# -- YARN's words -------------------------------------------------------------------------
+
+def test_the_app_attempt_comes_from_the_container_id():
+    assert app_attempt("container_e17_1795383153123_0003_02_000001") == 2
+    assert app_attempt("container_1795383153123_0003_01_000002") == 1
+    assert app_attempt(None) == 1
+
+
+def test_yarn_diagnostics_lose_their_stack_frames_stamps_and_repeats():
+    raw = ("[2026-11-22 21:44:49.813]Exception from container-launch.\nContainer id: c_1\nExit code: 127\n"
+           "\tat org.apache.hadoop.util.Shell.runCommand(Shell.java:1008)\n"
+           "[2026-11-22 21:44:50.106]Container exited with a non-zero exit code 127.\n"
+           "[2026-11-22 21:44:50.112]Container exited with a non-zero exit code 127.\n")
+    assert _tidy(raw) == ("Exception from container-launch. Container id: c_1 Exit code: 127 "
+                          "Container exited with a non-zero exit code 127.")

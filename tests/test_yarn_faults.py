@@ -1,0 +1,190 @@
+"""Faults on a real YARN: a node that dies, containers that never start, an AM that is lost.
+
+Like ``test_yarn.py``, against the cluster ``HADOOP_CONF_DIR`` names. Killing a node needs a
+multi-node rig made by ``../shared/yarn-rig`` (or ``SUBM_YARN_RIG``) whose ``RIG_DIR`` is
+exported (``source $RIG_DIR/env.sh`` does it) and whose conf is ``HADOOP_CONF_DIR``: CI's rig.
+The shared rig in /tmp/yarn-rig is left alone unless ``SUBM_RIG_KILLABLE=1``.
+
+    source $RIG_DIR/env.sh && python3 -m pytest -m yarn tests/test_yarn_faults.py
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+import requests
+
+from conftest import REPO, YARN_CONF_DIR, wait_for
+from test_yarn import JOBS, RM, YARN, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final  # noqa: F401
+
+pytestmark = pytest.mark.yarn
+
+
+def am_report(app_id: str) -> Optional[Dict[str, Any]]:
+    """The AM's own report (events included), through the RM's web proxy; None while it starts."""
+    try:
+        resp = requests.get(f"{RM}/proxy/{app_id}/pages/subm/v1/status", timeout=5)
+        return resp.json() if resp.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def events(report: Optional[Dict[str, Any]]) -> str:
+    return "\n".join(e["message"] for e in (report or {}).get("events") or [])
+
+
+def gang_running(app_id: str, n: int, attempt: int = 0) -> Optional[Dict[str, Any]]:
+    report = am_report(app_id)
+    tasks = (report or {}).get("tasks") or []
+    if len(tasks) == n and all(t["state"] == "RUNNING" and t["attempt"] >= attempt for t in tasks):
+        return report
+    return None
+
+
+def app_attempts(app_id: str) -> List[Dict[str, Any]]:
+    return ((rm_get(f"/ws/v1/cluster/apps/{app_id}/appattempts").get("appAttempts") or {})
+            .get("appAttempt") or [])
+
+
+# -- a rig whose nodes this test may kill --------------------------------------------------
+
+def killable_rig() -> Optional[Dict[str, Any]]:
+    """``{"node_sh", "rig_dir", "nodes": {host: n}}`` of the rig behind HADOOP_CONF_DIR, or None."""
+    rig_dir = os.environ.get("RIG_DIR")
+    if not rig_dir or not YARN_CONF_DIR or not (Path(rig_dir) / "env.sh").is_file():
+        return None
+    rig = Path(rig_dir).resolve()
+    if Path(YARN_CONF_DIR).resolve() != rig / "conf":
+        return None
+    if rig == Path("/tmp/yarn-rig") and os.environ.get("SUBM_RIG_KILLABLE") != "1":
+        return None  # the rig everyone on this machine shares
+    node_sh = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig") / "node.sh"
+    if not node_sh.is_file():
+        return None
+    nodes = {}
+    for conf in sorted(rig.glob("node*/conf/yarn-site.xml")):
+        for prop in ET.parse(conf).getroot().iter("property"):
+            if prop.findtext("name") == "yarn.nodemanager.hostname":
+                nodes[prop.findtext("value")] = int(conf.parent.parent.name[len("node"):])
+    return {"node_sh": node_sh, "rig_dir": rig, "nodes": nodes} if len(nodes) >= 2 else None
+
+
+RIG = killable_rig()
+needs_killable_rig = pytest.mark.skipif(
+    RIG is None and not os.environ.get("CI"),
+    reason="no multi-node rig of this test's own to kill a node of: export RIG_DIR of a rig from "
+           "../shared/yarn-rig (RIG_NODES>=2) whose conf is HADOOP_CONF_DIR (CI's rig does)")
+
+
+def node_sh(action: str, n: int, force: bool = False) -> None:
+    env = dict(os.environ, RIG_DIR=str(RIG["rig_dir"]), **({"FORCE": "1"} if force else {}))
+    subprocess.run(["bash", str(RIG["node_sh"]), action, str(n)], env=env, check=True, timeout=120,
+                   capture_output=True)
+
+
+# -- a node that dies ---------------------------------------------------------------------------
+
+@needs_killable_rig
+def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_path, apps):
+    assert RIG is not None, "CI must provide a multi-node rig (RIG_DIR) whose nodes tests may kill"
+    node_mb = max(int(n.get("usedMemoryMB", 0)) + int(n.get("availMemoryMB", 0)) for n in rm_nodes())
+    marker = tmp_path / "go"
+    app_id = detach(JOBS / "spread-workers.yaml", apps, marker=marker, memory_mb=int(node_mb * 0.4))
+    report = wait_for(lambda: gang_running(app_id, 4), timeout=180, what="4 workers running", interval=0.5)
+    am_host = rm_app(app_id)["amHostHttpAddress"].rsplit(":", 1)[0]
+    hosts = [t["host"] for t in report["tasks"]]
+    victim = next(h for h in hosts if h != am_host)  # at most 2 workers fit beside the AM
+    lost = sorted(t["index"] for t in report["tasks"] if t["host"] == victim)
+    node_sh("stop", RIG["nodes"][victim], force=True)  # NodeManager and container processes: kill -9
+    try:
+        # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
+        after = wait_for(lambda: gang_running(app_id, 4, attempt=1), timeout=120,
+                         what="the gang running again after the node died", interval=0.5)
+        assert [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim] == ["RUNNING"]
+    finally:
+        node_sh("start", RIG["nodes"][victim])
+    assert victim not in [t["host"] for t in after["tasks"]]
+    log = events(after)
+    assert f"no heartbeat from its executor on {victim}" in log, log
+    assert "restarting the gang: attempt 1" in log and "restarting the gang: attempt 2" not in log, \
+        "the workers lost with one node are one failure"
+    assert {t["restarts"] for t in after["tasks"]} == {1}
+    assert lost, "the killed node ran workers"
+    marker.touch()
+    app = wait_final(app_id, timeout=120)
+    assert app["finalStatus"] == "SUCCEEDED", app["diagnostics"]
+
+
+# -- containers that never start ----------------------------------------------------------------
+
+def missing_interpreter(tmp_path: Path) -> Path:
+    """An interpreter that exists for the AM and is missing for executors (exit 127 on start)."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nif [ -n "$SUBM_ROLE" ]; then exec /nonexistent/subm-test/python3 "$@"; fi\n'
+                       f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_yarns_reason(tmp_path, apps):
+    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path))
+    apps.append(report.get("app_id"))
+    assert rc == 1, err
+    assert report["state"] == "FAILED" and report["attempts"] == 1
+    diag = report["diagnostics"]
+    assert "failed with its container ended before the executor registered (exit code 127" in diag, diag
+    assert "exit status 127" in diag and "/nonexistent/subm-test/python3" in diag  # YARN's word, the log's tail
+    assert "restart policy 'never'" in diag
+    app = rm_app(report["app_id"])
+    assert (app["finalStatus"], len(app_attempts(report["app_id"]))) == ("FAILED", 1)
+    assert diag in app["diagnostics"]
+
+
+def test_launches_that_keep_failing_end_the_job_before_its_restarts_are_spent(tmp_path, apps):
+    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path),
+                              policy="gang", max_restarts=20, timeout=300)
+    apps.append(report.get("app_id"))
+    assert rc == 1, err
+    assert report["state"] == "FAILED"
+    assert "failed to launch 3 times in a row" in report["diagnostics"], report["diagnostics"]
+    assert report["attempts"] == 3  # two launch failures were restarts; the third ends the job
+
+
+# -- the ApplicationMaster lost ------------------------------------------------------------------
+
+def am_pids(app_id: str) -> List[int]:
+    """The Python AM's process (on this machine's rig): cwd in the AM container, running am_main."""
+    container = app_attempts(app_id)[-1]["containerId"]
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd").endswith(container) \
+                    and b"am_main" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_an_am_killed_is_replaced_by_a_new_attempt_that_restarts_the_gang(tmp_path, apps):
+    marker = tmp_path / "go"
+    app_id = detach(JOBS / "am-loss.yaml", apps, marker=marker)
+    wait_for(lambda: gang_running(app_id, 2), timeout=180, what="both workers running", interval=0.5)
+    pids = am_pids(app_id)
+    assert len(pids) == 1, f"the AM process of {app_id} on this machine: {pids}"
+    os.kill(pids[0], signal.SIGKILL)
+    after = wait_for(lambda: gang_running(app_id, 2, attempt=1), timeout=180,
+                     what="a new AM attempt with the gang running again", interval=0.5)
+    log = events(after)
+    assert "the ApplicationMaster was lost" in log and "gang ready: all 2 tasks registered (attempt 0)" in log
+    assert after["attempts"] == 2
+    marker.touch()
+    app = wait_final(app_id, timeout=120)
+    assert app["finalStatus"] == "SUCCEEDED", app["diagnostics"]
+    assert len(app_attempts(app_id)) == 2
