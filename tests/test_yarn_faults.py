@@ -106,7 +106,7 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
         # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
         after = wait_for(lambda: gang_running(app_id, 4, attempt=1), timeout=120,
                          what="the gang running again after the node died", interval=0.5)
-        assert [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim] == ["RUNNING"]
+        assert "RUNNING" in [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim]
     finally:
         node_sh("start", RIG["nodes"][victim])
     assert victim not in [t["host"] for t in after["tasks"]]
