@@ -9,17 +9,20 @@ from typing import List
 
 import pytest
 
-from submarine_py.backends.yarn.driver import _tidy, app_attempt
+from submarine_py.backends.yarn.am_main import app_attempt
+from submarine_py.backends.yarn.containers import _tidy
 from submarine_py.plan import make_plan
-from submarine_py.runtime.am import MAX_FAILED_LAUNCHES, ApplicationMaster, ExecutorState
-from submarine_py.runtime.driver import Ended
-from submarine_py.spec import JobSpec
-from test_am import WORKERS, FakeDriver, tasks_by_id
+from submarine_py.report import JobReport
+from submarine_py.runtime.am import ApplicationMaster, Executor
+from submarine_py.runtime.recovery import MAX_FAILED_LAUNCHES
+from submarine_py.runtime.containers import Ended
+from submarine_py.jobfile import JobSpec
+from test_am import WORKERS, FakeContainers, tasks_by_id
 
 pytestmark = pytest.mark.unit
 
 
-class Freezing(FakeDriver):
+class Freezing(FakeContainers):
     """Executors of the tasks in ``freeze`` stop calling the AM once their first command runs,
     as when their machine dies (no exit, no connection closed)."""
 
@@ -66,7 +69,7 @@ def test_a_silent_executor_is_declared_lost_its_container_released_and_the_gang_
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
     driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:1"})
     am = am_for(spec, driver)
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
     assert driver.lost_calls == ["worker-1-e2"]  # its container released, the machine avoided
@@ -86,7 +89,7 @@ def test_the_am_launches_the_replacement_even_where_the_cluster_replaces_failed_
 
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
     driver = Yarnish(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0"})
-    report = am_for(spec, driver).run()
+    report = am_for(spec, driver).run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert sorted(driver.executors) == ["worker-0-e1", "worker-0-e3", "worker-1-e2"]
 
@@ -94,7 +97,7 @@ def test_the_am_launches_the_replacement_even_where_the_cluster_replaces_failed_
 def test_executors_lost_together_are_one_failure_of_the_gang():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
     driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0", "worker:1"})
-    report = am_for(spec, driver).run()
+    report = am_for(spec, driver).run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
     assert sorted(driver.lost_calls) == ["worker-0-e1", "worker-1-e2"]
@@ -103,7 +106,7 @@ def test_executors_lost_together_are_one_failure_of_the_gang():
 def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
     spec = dict(WORKERS, restart={"policy": "never"})
     driver = Freezing(lambda role, index, attempt: None, freeze={"worker:1"})
-    report = am_for(spec, driver).run()
+    report = am_for(spec, driver).run().to_dict()
     assert report["state"] == "FAILED"
     assert "worker:1 failed with no heartbeat from its executor" in report["diagnostics"]
     assert "restart policy 'never'" in report["diagnostics"]
@@ -111,9 +114,9 @@ def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
 
 def test_an_am_that_was_not_running_does_not_blame_the_executors():
     """A gap in the AM's own loop (suspended, starved of CPU) is not the executors' silence."""
-    am = am_for(WORKERS, FakeDriver(lambda role, index, attempt: 0))
+    am = am_for(WORKERS, FakeContainers(lambda role, index, attempt: 0))
     am.executor_lost_seconds = 6.0
-    am.executors["e1"] = ExecutorState("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
+    am.executors["e1"] = Executor("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
     assert [ex_id for ex_id, _ in am._check_heartbeats()] == ["e1"]
     am._forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
     assert am._check_heartbeats() == []
@@ -121,7 +124,7 @@ def test_an_am_that_was_not_running_does_not_blame_the_executors():
 
 # -- containers that never start ---------------------------------------------------------
 
-class Prelaunched(FakeDriver):
+class Prelaunched(FakeContainers):
     """Containers requested with the job (as on YARN): ``fail`` scripts the ones that end before
     their executor registers, poll by poll; the others register as the cluster starts them."""
 
@@ -133,6 +136,7 @@ class Prelaunched(FakeDriver):
         self.spec_tasks = spec_tasks
         self.fail = list(fail)  # per poll: a list of (exit code, diagnostics, started_at or None)
         self.n = 0
+        self.started = False
 
     def poll(self):
         if self.fail:
@@ -143,7 +147,8 @@ class Prelaunched(FakeDriver):
                 ended.append(Ended(f"container_{self.n}", code, diag, role="worker",
                                    started_at=started() if callable(started) else started))
             return ended
-        if not self.executors:  # the cluster's replacements come up
+        if not self.started:  # the cluster's containers (or its replacements) come up
+            self.started = True
             for task in self.spec_tasks:
                 self.n += 1
                 self.executors[f"container_{self.n}"] = {"task": task, "seq": 0, "alive": True,
@@ -166,7 +171,7 @@ YARN_127 = ("YARN container container_1_01_000002 on node1:8042 FAILED, exit sta
 def test_a_container_that_never_starts_fails_the_job_at_once_under_policy_never():
     spec = dict(WORKERS, restart={"policy": "never"})
     am, _ = prelaunched_am(spec, [[(127, YARN_127, None)]])
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "FAILED"
     diag = report["diagnostics"]
     assert "worker:0 failed with its container ended before the executor registered (exit code 127" in diag
@@ -180,7 +185,7 @@ def test_containers_failing_together_at_launch_are_one_failure():
     long_ago = time.time() - 60
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
     am, _ = prelaunched_am(spec, [[(127, YARN_127, long_ago), (127, YARN_127, long_ago)]])
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
 
@@ -190,7 +195,7 @@ def test_launches_failing_again_and_again_end_the_job_whatever_restarts_remain()
     waves = [[(1, "Resource file:/staging/train.py changed on src filesystem", time.time)]
              for _ in range(MAX_FAILED_LAUNCHES)]
     am, _ = prelaunched_am(spec, waves)
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "FAILED"
     diag = report["diagnostics"]
     assert f"worker:0 failed to launch {MAX_FAILED_LAUNCHES} times in a row" in diag
@@ -200,6 +205,7 @@ def test_launches_failing_again_and_again_end_the_job_whatever_restarts_remain()
 
 def test_a_container_the_driver_turned_down_is_replaced_without_counting():
     am, driver = prelaunched_am(dict(WORKERS, restart={"policy": "never"}), [])
+    driver.spec_tasks = driver.spec_tasks[1:]  # worker:0's container is the one turned down
 
     def refuse_first(orig=driver.poll, state={"done": False}):
         if not state["done"]:
@@ -209,24 +215,24 @@ def test_a_container_the_driver_turned_down_is_replaced_without_counting():
         return orig()
 
     driver.poll = refuse_first
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
 
 
 # -- an AM lost, and the next YARN attempt ---------------------------------------------------
 
-def saved_state(attempt: int, restarts: int) -> dict:
-    return {"attempts": restarts + 1, "state": "RUNNING", "phase": "RUNNING",
+def saved_state(attempt: int, restarts: int) -> JobReport:
+    return JobReport.from_dict({"app_id": "application_1_1", "attempts": restarts + 1, "state": "RUNNING", "phase": "RUNNING",
             "timings": {"gang_ready_seconds": 4.2},
             "events": [{"time": 1.0, "message": "gang ready: all 2 tasks registered (attempt 0) in 4.20 s"}],
-            "tasks": [{"role": "worker", "index": i, "attempt": attempt, "restarts": restarts} for i in (0, 1)]}
+            "tasks": [{"role": "worker", "index": i, "attempt": attempt, "restarts": restarts} for i in (0, 1)]})
 
 
 def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
     am, driver = prelaunched_am(spec, [])
     am.take_over(saved_state(attempt=0, restarts=0), lost_attempts=1)
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
     assert {t["attempt"] for t in report["tasks"]} == {1}
@@ -241,7 +247,7 @@ def test_a_new_am_attempt_with_no_restart_left_fails_the_job():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
     am, driver = prelaunched_am(spec, [])
     am.take_over(saved_state(attempt=2, restarts=2), lost_attempts=1)
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "FAILED"
     assert "the ApplicationMaster was lost" in report["diagnostics"]
     assert "after 2 restarts" in report["diagnostics"]
@@ -252,7 +258,7 @@ def test_without_a_readable_state_each_lost_am_attempt_counts_as_a_restart():
     spec = dict(WORKERS, restart={"policy": "task", "max_restarts": 3})
     am, _ = prelaunched_am(spec, [])
     am.take_over(None, lost_attempts=2)
-    report = am.run()
+    report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert {t["restarts"] for t in report["tasks"]} == {2} and {t["attempt"] for t in report["tasks"]} == {2}
 
