@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from conftest import REPO, YARN_CONF_DIR, wait_for
-from test_yarn import JOBS, RM, YARN, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final  # noqa: F401
+from test_yarn import JOBS, RM, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final  # noqa: F401
 
 pytestmark = pytest.mark.yarn
 
