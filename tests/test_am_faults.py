@@ -222,10 +222,12 @@ def test_a_container_the_driver_turned_down_is_replaced_without_counting():
 # -- an AM lost, and the next YARN attempt ---------------------------------------------------
 
 def saved_state(attempt: int, restarts: int) -> JobReport:
-    return JobReport.from_dict({"app_id": "application_1_1", "attempts": restarts + 1, "state": "RUNNING", "phase": "RUNNING",
-            "timings": {"gang_ready_seconds": 4.2},
-            "events": [{"time": 1.0, "message": "gang ready: all 2 tasks registered (attempt 0) in 4.20 s"}],
-            "tasks": [{"role": "worker", "index": i, "attempt": attempt, "restarts": restarts} for i in (0, 1)]})
+    """What an AM saved: ``attempt`` counted as the AM counts (from 0; reports show it from 1)."""
+    return JobReport.from_dict({
+        "app_id": "application_1_1", "attempts": restarts + 1, "state": "RUNNING", "phase": "RUNNING",
+        "timings": {"gang_ready_seconds": 4.2},
+        "events": [{"time": 1.0, "message": "gang ready: all 2 tasks registered (attempt 1), 4.2 s after submission"}],
+        "tasks": [{"role": "worker", "index": i, "attempt": attempt + 1, "restarts": restarts} for i in (0, 1)]})
 
 
 def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
@@ -235,7 +237,7 @@ def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
-    assert {t["attempt"] for t in report["tasks"]} == {1}
+    assert {t["attempt"] for t in report["tasks"]} == {2}  # shown from 1
     assert {env["SUBM_ATTEMPT"] for _, _, env in driver.runs} == {"1"}
     messages = [e["message"] for e in report["events"]]
     assert messages[0].startswith("gang ready")  # the earlier AM's decisions are kept
@@ -260,7 +262,7 @@ def test_without_a_readable_state_each_lost_am_attempt_counts_as_a_restart():
     am.take_over(None, lost_attempts=2)
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
-    assert {t["restarts"] for t in report["tasks"]} == {2} and {t["attempt"] for t in report["tasks"]} == {2}
+    assert {t["restarts"] for t in report["tasks"]} == {2} and {t["attempt"] for t in report["tasks"]} == {3}
 
 
 # -- YARN's words -------------------------------------------------------------------------

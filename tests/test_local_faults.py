@@ -11,7 +11,7 @@ pytestmark = pytest.mark.local
 
 
 def test_a_frozen_executor_is_declared_lost_replaced_and_the_gang_restarted(tmp_path, subm_home, no_leftovers):
-    # Attempt 0 of worker:0 freezes its executor (its parent) and holds on; everything else succeeds.
+    # The first attempt (SUBM_ATTEMPT 0) of worker:0 freezes its executor (its parent) and holds on; everything else succeeds.
     job = write_job(tmp_path / "job", """\
         name: frozen-executor
         restart: {policy: gang, max_restarts: 1}
@@ -28,6 +28,6 @@ def test_a_frozen_executor_is_declared_lost_replaced_and_the_gang_restarted(tmp_
     assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
     am_log = (subm_home / "local" / report["app_id"] / "am.log").read_text()
     assert "worker:0 failed with no heartbeat from its executor on 127.0.0.1" in am_log, am_log
-    assert "restarting the gang: attempt 1" in am_log
+    assert "restarting the gang: attempt 2" in am_log  # attempts shown from 1
     # worker:0's attempt 1 ran in a new executor (the frozen one was killed).
     assert "started executor worker-0-e3 for worker:0" in am_log

@@ -39,7 +39,8 @@ def events(report: Optional[Dict[str, Any]]) -> str:
     return "\n".join(e["message"] for e in (report or {}).get("events") or [])
 
 
-def gang_running(app_id: str, n: int, attempt: int = 0) -> Optional[Dict[str, Any]]:
+def gang_running(app_id: str, n: int, attempt: int = 1) -> Optional[Dict[str, Any]]:
+    """The AM's report once ``n`` tasks run at ``attempt`` or later (counted from 1, as reports show)."""
     report = am_report(app_id)
     tasks = (report or {}).get("tasks") or []
     if len(tasks) == n and all(t["state"] == "RUNNING" and t["attempt"] >= attempt for t in tasks):
@@ -104,7 +105,7 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
     node_sh("stop", RIG["nodes"][victim], force=True)  # NodeManager and container processes: kill -9
     try:
         # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
-        after = wait_for(lambda: gang_running(app_id, 4, attempt=1), timeout=120,
+        after = wait_for(lambda: gang_running(app_id, 4, attempt=2), timeout=120,
                          what="the gang running again after the node died", interval=0.5)
         assert "RUNNING" in [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim]
     finally:
@@ -112,7 +113,7 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
     assert victim not in [t["host"] for t in after["tasks"]]
     log = events(after)
     assert f"no heartbeat from its executor on {victim}" in log, log
-    assert "restarting the gang: attempt 1" in log and "restarting the gang: attempt 2" not in log, \
+    assert "restarting the gang: attempt 2" in log and "restarting the gang: attempt 3" not in log, \
         "the workers lost with one node are one failure"
     assert {t["restarts"] for t in after["tasks"]} == {1}
     assert lost, "the killed node ran workers"
@@ -179,10 +180,10 @@ def test_an_am_killed_is_replaced_by_a_new_attempt_that_restarts_the_gang(tmp_pa
     pids = am_pids(app_id)
     assert len(pids) == 1, f"the AM process of {app_id} on this machine: {pids}"
     os.kill(pids[0], signal.SIGKILL)
-    after = wait_for(lambda: gang_running(app_id, 2, attempt=1), timeout=180,
+    after = wait_for(lambda: gang_running(app_id, 2, attempt=2), timeout=180,
                      what="a new AM attempt with the gang running again", interval=0.5)
     log = events(after)
-    assert "the ApplicationMaster was lost" in log and "gang ready: all 2 tasks registered (attempt 0)" in log
+    assert "the ApplicationMaster was lost" in log and "gang ready: all 2 tasks registered (attempt 1)" in log
     assert after["attempts"] == 2
     marker.touch()
     app = wait_final(app_id, timeout=120)
