@@ -45,7 +45,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
+from submarine_py.backends.yarn.rest import node_log, rm_address, strip_log_header  # noqa: E402
 
 RM = rm_address()
 STARTED: List[str] = []
@@ -120,6 +120,13 @@ def event_time(report: Dict[str, Any], text: str, after: float = 0.0) -> Optiona
 def app_final(app_id: str) -> Dict[str, Any]:
     return wait(lambda: (lambda a: a if a["state"] in ("FINISHED", "FAILED", "KILLED") else None)(
         rm(f"/ws/v1/cluster/apps/{app_id}")["app"]), 300, f"{app_id} to end")
+
+
+def final_report(app_id: str) -> Dict[str, Any]:
+    """The AM's final report (events included): subm-report.json beside the last AM's log."""
+    attempt = rm(f"/ws/v1/cluster/apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
+    data = node_log(attempt["nodeHttpAddress"], attempt["containerId"], "subm-report.json")
+    return json.loads(strip_log_header(data)) if data else {}
 
 
 def kill_app(app_id: str) -> None:
@@ -206,11 +213,8 @@ def failed_launch(work: Path) -> Dict[str, Optional[float]]:
     submitted = time.time()
     app_id = submit(job)
     final = app_final(app_id)
-    report = json.loads(subm("status", app_id, "--output", "json", check=False) or "{}")
-    verdict = None
-    for e in report.get("events") or []:
-        if e["message"].startswith("job FAILED"):
-            verdict = e["time"]
+    verdict = next((e["time"] for e in final_report(app_id).get("events") or []
+                    if e["message"].startswith("job FAILED")), None)
     exits = [p.stat().st_mtime for p in Path(os.environ["RIG_DIR"]).glob(f"node*/nm-logs/{app_id}/*/worker.log")]
     first_exit = min(exits) if exits else None
     out = {"exit -> verdict": (verdict - first_exit) if verdict and first_exit else None,
@@ -252,8 +256,8 @@ def verdict_repeated(work: Path) -> Dict[str, Optional[float]]:
                 command="'sleep 1; exit 3'")
     app_id = submit(job)
     final = app_final(app_id)
-    report = json.loads(subm("status", app_id, "--output", "json", check=False) or "{}")
-    verdict = next((e["time"] for e in report.get("events") or [] if e["message"].startswith("job FAILED")), None)
+    verdict = next((e["time"] for e in final_report(app_id).get("events") or []
+                    if e["message"].startswith("job FAILED")), None)
     out = {"verdict -> final": final["finishedTime"] / 1000 - verdict if verdict else None}
     log(f"  verdict repeated: {final['finalStatus']}; AM verdict -> YARN final {fmt(out['verdict -> final'])} s")
     return out
