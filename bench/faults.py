@@ -63,7 +63,7 @@ def nodes() -> List[Dict[str, Any]]:
     return (rm("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
 
 
-def wait_idle(timeout: float = 90) -> None:
+def wait_idle(timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(n.get("usedMemoryMB", 0) == 0 for n in nodes() if n["state"] == "RUNNING"):
