@@ -92,8 +92,7 @@ def earlier_attempts(rm: ResourceManager, app_id: str,
     one saved, attempts lost since), or (None, None, attempts lost) when none can be read
     (say their machine is gone)."""
     try:
-        attempts = rm._get(f"/ws/v1/cluster/apps/{app_id}/appattempts")
-        attempts = ((attempts or {}).get("appAttempts") or {}).get("appAttempt") or []
+        attempts = rm.app_attempts(app_id)
     except Exception as exc:
         log.warning("cannot read the earlier attempts of %s: %s", app_id, exc)
         attempts = []

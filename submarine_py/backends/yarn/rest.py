@@ -289,8 +289,12 @@ class ResourceManager:
         if resp.status_code >= 400:
             raise BackendError(f"YARN refused to kill {app_id}: {resp.status_code} {resp.text[:300]}")
 
+    def app_attempts(self, app_id: str) -> List[Dict[str, Any]]:
+        """The application's attempts, oldest first: ``id``, ``containerId`` (the AM's), ``nodeHttpAddress``."""
+        return ((self._get(f"/ws/v1/cluster/apps/{app_id}/appattempts") or {}).get("appAttempts") or {}).get("appAttempt") or []
+
     def am_container(self, app_id: str) -> Dict[str, Any]:
-        attempts = ((self._get(f"/ws/v1/cluster/apps/{app_id}/appattempts") or {}).get("appAttempts") or {}).get("appAttempt") or []
+        attempts = self.app_attempts(app_id)
         return attempts[-1] if attempts else {}
 
     def proxy_get(self, app_id: str, path: str, timeout: float = 5.0) -> Optional[Any]:
