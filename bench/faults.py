@@ -154,7 +154,7 @@ def rig() -> Dict[str, Any]:
 def node_sh(r: Dict[str, Any], action: str, n: int, force: bool = False) -> None:
     env = dict(os.environ, RIG_DIR=str(r["dir"]), **({"FORCE": "1"} if force else {}))
     subprocess.run(["bash", str(r["node_sh"]), action, str(n)], env=env, check=True, timeout=120,
-                   capture_output=True)
+                   capture_output=True, start_new_session=True)  # a restarted NM must not share our fate
 
 
 # -- the measurements -----------------------------------------------------------------------

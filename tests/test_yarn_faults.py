@@ -87,7 +87,7 @@ needs_killable_rig = pytest.mark.skipif(
 def node_sh(action: str, n: int, force: bool = False) -> None:
     env = dict(os.environ, RIG_DIR=str(RIG["rig_dir"]), **({"FORCE": "1"} if force else {}))
     subprocess.run(["bash", str(RIG["node_sh"]), action, str(n)], env=env, check=True, timeout=120,
-                   capture_output=True)
+                   capture_output=True, start_new_session=True)  # a restarted NM must not share our fate
 
 
 # -- a node that dies ---------------------------------------------------------------------------
