@@ -45,7 +45,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import node_log, rm_address, strip_log_header  # noqa: E402
+from submarine_py.backends.yarn.rest import node_log, rm_address  # noqa: E402
 
 RM = rm_address()
 STARTED: List[str] = []
@@ -126,7 +126,7 @@ def final_report(app_id: str) -> Dict[str, Any]:
     """The AM's final report (events included): subm-report.json beside the last AM's log."""
     attempt = rm(f"/ws/v1/cluster/apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
     data = node_log(attempt["nodeHttpAddress"], attempt["containerId"], "subm-report.json")
-    return json.loads(strip_log_header(data)) if data else {}
+    return json.loads(data) if data else {}
 
 
 def kill_app(app_id: str) -> None:
