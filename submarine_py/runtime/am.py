@@ -13,6 +13,7 @@ are started from one long-lived thread).
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import os
 import secrets
