@@ -30,7 +30,9 @@ bash "$repo/scripts/rig.sh" up "$dir" || { rc=1; echo "with-rig.sh: the rig did 
 # shellcheck disable=SC1091
 source "$dir/env.sh"
 export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers
-"$@" &
+# In the background, so that a TERM to this script reaches the command too; a background
+# command would ignore SIGINT (bash's rule without job control), which tests of Ctrl-C need.
+( trap - INT QUIT; exec "$@" ) &
 child=$!
 wait "$child"
 rc=$?
