@@ -122,7 +122,7 @@ def am_processes(app_id: str) -> Dict[str, str]:
                 cmd = f.read()
         except OSError:
             continue
-        if b"submarine_py.runtime.am_main" in cmd and _proc_env_has(pid, needle):
+        if b".am_main" in cmd and b"submarine_py" in cmd and _proc_env_has(pid, needle):
             found["python"] = pid
         elif b"com.anaconda.skein.ApplicationMaster" in cmd and app_id.encode() in cmd:
             found["java"] = pid

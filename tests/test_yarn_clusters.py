@@ -28,6 +28,7 @@ if not YARN_CONF_DIR:
     skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
 
 from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
+from submarine_py.backends.yarn.skein_driver import stop_driver  # noqa: E402
 
 pytestmark = pytest.mark.yarn
 
@@ -73,6 +74,8 @@ def cluster_b():
         conf_dir = str(directory / "conf")
         yield Rig(directory, conf_dir, rm_address(conf_dir))
     finally:
+        if (directory / "conf" / "yarn-site.xml").exists():
+            stop_driver(str(directory / "conf"))  # the skein driver the tests' `subm run` started for B
         subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "down", str(directory)], env=env,
                        capture_output=True, timeout=300)
         shutil.rmtree(directory, ignore_errors=True)

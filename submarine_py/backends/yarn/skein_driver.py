@@ -144,6 +144,11 @@ def _stop(directory: str) -> bool:
     return True
 
 
+def stop_driver(conf_dir: str) -> bool:
+    """Stop the driver of the cluster configured in ``conf_dir``; True if one ran."""
+    return _stop(config_dir_for(os.path.realpath(conf_dir)))
+
+
 def stop_drivers(home: str = "") -> List[str]:
     """Stop every per-cluster driver under ``home`` (default :func:`skein_home`); their folders."""
     home = home or skein_home()
