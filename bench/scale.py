@@ -12,7 +12,8 @@ It measures, on the cluster HADOOP_CONF_DIR names (its nodes must hold N tasks o
   Java AM (the same container), read from /proc on this machine (the rig's nodes are here),
   and the peak of their sum, sampled every 0.5 s while the job runs;
 * subm status: wall time of ``subm status APP --output json`` (a new process each time)
-  while the N tasks run, median of 5.
+  while the N tasks run, median of 5;
+* the CPU time the AM's two processes used over the whole job (from /proc).
 
     source DIR/env.sh && python3 bench/scale.py [--tasks 256] [--reps 1] [--sleep 40]
 
@@ -131,14 +132,26 @@ def am_processes(app_id: str) -> Dict[str, str]:
     return found
 
 
+def _cpu_seconds(pid: str) -> float:
+    """User + system CPU time a process has used so far."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class MemoryWatch(threading.Thread):
-    """Samples the AM's processes every 0.5 s until stopped: peak RSS of each and of their sum."""
+    """Samples the AM's processes every 0.5 s until stopped: peak RSS of each and of their
+    sum, and the CPU time each has used (last sample)."""
 
     def __init__(self, app_id: str):
         super().__init__(daemon=True)
         self.app_id, self.stopped = app_id, threading.Event()
         self.pids: Dict[str, str] = {}
         self.peak = {"python": 0, "java": 0, "sum": 0}
+        self.cpu = {"python": 0.0, "java": 0.0}
 
     def run(self) -> None:
         while not self.stopped.wait(0.5):
@@ -147,6 +160,7 @@ class MemoryWatch(threading.Thread):
             rss = {k: _kib(pid, "VmRSS") for k, pid in self.pids.items()}
             for k, pid in self.pids.items():
                 self.peak[k] = max(self.peak[k], _kib(pid, "VmHWM"))
+                self.cpu[k] = max(self.cpu[k], _cpu_seconds(pid))
             self.peak["sum"] = max(self.peak["sum"], sum(rss.values()))
 
 
@@ -209,7 +223,8 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
         raise SystemExit(f"the subm job failed: {report.get('diagnostics')}")
     return {"ready": float(report["timings"]["gang_ready_seconds"]), "status": statistics.median(status_s)
             if status_s else None, "am_python_mib": watch.peak["python"] / 1024,
-            "am_java_mib": watch.peak["java"] / 1024, "am_sum_mib": watch.peak["sum"] / 1024}
+            "am_java_mib": watch.peak["java"] / 1024, "am_sum_mib": watch.peak["sum"] / 1024,
+            "am_python_cpu": watch.cpu["python"], "am_java_cpu": watch.cpu["java"]}
 
 
 # -- plain skein -------------------------------------------------------------------------------
@@ -290,6 +305,7 @@ def main() -> int:
     print(f"AM peak RSS (java):     {fmt(med('am_java_mib'), 'MiB')}")
     print(f"AM container peak RSS:  {fmt(med('am_sum_mib'), 'MiB')} (python + java; goal < 512 MiB)")
     print(f"subm status (running):  {fmt(med('status'))} (wall, new process, median of 5)")
+    print(f"AM CPU time, whole job: {fmt(med('am_python_cpu'))} python, {fmt(med('am_java_cpu'))} java")
     return 0
 
 
