@@ -7,9 +7,7 @@ says so first, over HTTP), and hands the final state to YARN.
 """
 from __future__ import annotations
 
-import getpass
 import logging
-import os
 import re
 import threading
 import time
@@ -18,7 +16,7 @@ from typing import Any, Dict, List, Optional, Set
 from ...plan import Plan, TaskPlan
 from ...runtime.containers import Containers, Ended
 from ...states import JobState
-from .rest import ResourceManager, nm_container, node_log
+from .rest import ResourceManager, nm_container, node_log, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
@@ -39,7 +37,7 @@ class YarnContainers(Containers):
     def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None):
         self.app = app
         self.plan = plan
-        self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        self.user = user or yarn_user()
         self.rm = rm
         self.containers: Dict[str, object] = {}
         self.reported: set = set()

@@ -31,10 +31,10 @@ CONF_FILES = ("core-site.xml", "yarn-site.xml", "hdfs-site.xml", "resource-types
 
 def skein_home() -> str:
     """Where the per-cluster skein config folders live."""
+    from ..local.backend import subm_home
+
     home = os.environ.get("SUBM_SKEIN_HOME")
-    if not home:
-        home = os.path.join(os.environ.get("SUBM_HOME", "~/.submarine"), "skein")
-    return os.path.abspath(os.path.expanduser(home))
+    return os.path.abspath(os.path.expanduser(home)) if home else os.path.join(subm_home(), "skein")
 
 
 def fingerprint(conf_dir: str) -> str:
