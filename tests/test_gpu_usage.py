@@ -8,7 +8,7 @@ import ctypes
 
 import pytest
 
-from submarine_py.runtime.executor import GpuSampler, visible_gpu_ids
+from submarine_py.runtime.nvml import GpuSampler, visible_gpu_ids
 from submarine_py.runtime.gpu_usage import GpuUsage, add_samples, idle_seconds_setting
 
 pytestmark = pytest.mark.unit

@@ -217,7 +217,7 @@ def test_the_token_travels_as_a_localized_file_never_in_the_environment(tmp_path
 
 @pytest.mark.unit
 def test_the_executor_reads_the_token_file_then_drops_its_link(tmp_path):
-    from submarine_py.runtime.executor import read_token
+    from submarine_py.runtime.am_client import read_token
 
     private = tmp_path / "filecache" / "token"
     private.parent.mkdir()

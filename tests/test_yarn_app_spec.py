@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from submarine_py.backends.yarn.app_spec import (ENVCACHE_FILE, EXECUTOR_FILE, JOB_FILE, TOKEN_FILE, YarnOptions,
-                                                  build_application_spec)
+from submarine_py.backends.yarn.app_spec import (ENVCACHE_FILE, EXECUTOR_FILE, EXECUTOR_FILES, JOB_FILE, TOKEN_FILE,
+                                                  YarnOptions, build_application_spec)
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import JobSpec
@@ -79,7 +80,7 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     spec = build(tmp_path)
     worker = spec.services["worker"]
     # The job's files travel as one archive that the executor unpacks as real files.
-    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE}
+    assert set(worker.files) == {*EXECUTOR_FILES, TOKEN_FILE, FILES_ARCHIVE}
     assert worker.env["SUBM_FILES_ARCHIVE"] == FILES_ARCHIVE
     assert worker.env["SUBM_ROLE"] == "worker"
     assert worker.env["SUBM_TOKEN_FILE"] == TOKEN_FILE
@@ -89,13 +90,25 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert "exec /opt/py/bin/python3 \"$@\"" in worker.script and "ln -s" not in worker.script
 
 
+def test_the_executor_travels_with_the_modules_it_imports_under_reserved_names(tmp_path):
+    """Every file of the executor is localized beside it, and no job file may take its name."""
+    from submarine_py.jobfile.files import RESERVED_FILES
+
+    worker = build(tmp_path).services["worker"]
+    assert EXECUTOR_FILE in EXECUTOR_FILES and len(EXECUTOR_FILES) > 1
+    for name in EXECUTOR_FILES:
+        assert name in RESERVED_FILES
+        assert os.path.isfile(worker.files[name].source.replace("file://", ""))
+    assert ENVCACHE_FILE in RESERVED_FILES
+
+
 def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "input.txt").write_text("x\n")
     spec = build(tmp_path, files={"train.py": "train.py", "data/input.txt": "data/input.txt",
                                   "lib/big.bin": "hdfs://nn/data/big.bin"})
     worker = spec.services["worker"]
-    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
+    assert set(worker.files) == {*EXECUTOR_FILES, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
     assert worker.files[".subm-url-0"].source == "hdfs://nn/data/big.bin"
     assert json.loads(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """submarine-py executor: one per task container, standard library only.
 
-It must run inside any user image that has ``python3``, so it imports nothing
-outside the standard library and is shipped to containers as this one file.
+It must run inside any user image that has ``python3`` (as ``python3 -S``), so it imports
+nothing outside the standard library. It is shipped to containers with the few modules it
+imports (:data:`SIBLINGS`, and ``envcache.py`` with environment.archive), as
+``subm_executor.py`` beside ``subm_<module>.py`` files (:func:`shipped_files`); this file
+holds the executor's life and its task's process, the siblings the rest.
 
 Life of an executor::
 
@@ -39,10 +42,13 @@ import sys
 import tarfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
-AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
+#: The modules the executor imports, standard library only like itself, shipped beside it
+#: (see :func:`shipped_files`): process tree, NVML sampling, talking to the AM.
+SIBLINGS = ("proctree", "nvml", "am_client")
+#: Shipped only with environment.archive, loaded only then (see ``envcache.py``).
+ENVCACHE = "envcache"
+
 #: SIGTERM -> SIGKILL when the task is stopped; the AM sends the job's
 #: timeouts.stop_grace_seconds with every stop and in SUBM_STOP_GRACE.
 DEFAULT_GRACE = float(os.environ.get("SUBM_STOP_GRACE", "3"))
@@ -53,231 +59,57 @@ POLL_SECONDS = 2.0
 #: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
 TAIL_LINES = 20
 TAIL_BYTES = 2048
-DISCOVERY_MAX_DELAY = 0.25
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
-#: Pids that subprocess.Popen reaps itself (reaping them here would lose their exit code).
-_POPEN_CHILDREN = set()
+
+
+def shipped_name(module):
+    """A sibling's file name in a container (``subm_`` names: the job's own files keep theirs)."""
+    return "subm_%s.py" % module
+
+
+def shipped_files(modules=SIBLINGS):
+    """``{file name in a container: path here}``: this executor and ``modules`` (its siblings).
+    YARN localizes them into the container's directory, local Docker mounts them in one folder,
+    local processes run this file where it is, beside them."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = {shipped_name("executor"): os.path.abspath(__file__)}
+    for name in modules:
+        out[shipped_name(name)] = os.path.join(here, name + ".py")
+    return out
+
+
+_LOADED = {}
+
+
+def _sibling(name):
+    """A module beside this file: from the package when the executor is imported as its module,
+    else from ``subm_<name>.py`` (shipped) or ``<name>.py`` (run where the package is), loaded by
+    path and kept out of sys.modules (``python -S``, whatever the image's sys.path holds)."""
+    if __package__:
+        import importlib
+
+        return importlib.import_module("." + name, __package__)
+    if name not in _LOADED:
+        import importlib.util
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
+            if os.path.exists(path):
+                spec = importlib.util.spec_from_file_location(shipped_name(name)[:-3], path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                _LOADED[name] = module
+                break
+        else:
+            raise ImportError("%s.py is not beside %s" % (name, __file__))
+    return _LOADED[name]
+
+
+proctree, nvml, am_client = (_sibling(name) for name in SIBLINGS)
 
 
 def _log(msg):
     sys.stderr.write("[subm-executor %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
     sys.stderr.flush()
-
-
-def _prctl(option, value):
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(option, int(value), 0, 0, 0)
-    except Exception:  # not Linux: best effort only
-        pass
-
-
-def _die_with_parent(sig=signal.SIGKILL):
-    """Ask Linux to signal this process when its parent exits (no orphans)."""
-    _prctl(PR_SET_PDEATHSIG, sig)
-
-
-def _descendants():
-    """Pids of every process below this one (Linux /proc; orphans of the task's
-    command stay below us because the executor is a child subreaper)."""
-    children = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            state, ppid = fields[0], int(fields[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if state == "Z":  # dead: reap orphans left to us (the command itself is Popen's to reap)
-            if ppid == os.getpid() and int(entry) not in _POPEN_CHILDREN:
-                _reap(int(entry))
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-class AMClient:
-    def __init__(self, url, token, executor_id):
-        self.url = url.rstrip("/")
-        self.token = token
-        self.executor_id = executor_id
-
-    def call(self, method, path, body=None, timeout=10.0, retry_for=AM_LOST_SECONDS):
-        data = None if body is None else json.dumps(body).encode()
-        deadline = time.monotonic() + retry_for
-        delay = 0.1
-        while True:
-            req = urllib.request.Request(self.url + path, data=data, method=method)
-            req.add_header("Authorization", "Bearer " + self.token)
-            req.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(req, timeout=timeout) as resp:
-                    return json.loads(resp.read() or b"{}")
-            except urllib.error.HTTPError as exc:
-                if 400 <= exc.code < 500:
-                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, exc.code, exc.read()[:200])) from None
-                err = exc
-            except (OSError, ValueError) as exc:
-                err = exc
-            if time.monotonic() > deadline:
-                raise ConnectionError("the ApplicationMaster at %s is unreachable: %s" % (self.url, err))
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-
-def visible_gpu_ids(env, count):
-    """The NVML devices a task sees: CUDA_VISIBLE_DEVICES's entries (indices or UUIDs) in
-    order, or every device where it is unset. Entries that are neither are left out."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return [str(i) for i in range(count)]
-    out = []
-    for item in value.split(","):
-        item = item.strip()
-        if item.isdigit() and int(item) < count:
-            out.append(item)
-        elif item.startswith(("GPU-", "MIG-")):
-            out.append(item)
-        elif item:  # CUDA ignores the rest of the list after an invalid entry
-            break
-    return out
-
-
-class GpuSampler:
-    """Utilization and memory of the task's GPUs through NVML, loaded with ctypes.
-
-    NVML is NVIDIA's driver library (libnvidia-ml.so.1), present wherever a GPU
-    is usable; user images need no pynvml. Anything missing (no library, no
-    device, a call failing) turns sampling off, silently: it must never disturb
-    the task.
-    """
-
-    def __init__(self, env, library="libnvidia-ml.so.1", lib=None):
-        """``lib``: an already loaded NVML (tests hand a fake here)."""
-        self.handles = []
-        self.lib = None
-        try:
-            import ctypes  # some minimal Pythons lack _ctypes: then no sampling
-
-            class Utilization(ctypes.Structure):  # nvmlUtilization_t
-                _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
-
-            class Memory(ctypes.Structure):  # nvmlMemory_t
-                _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                            ("used", ctypes.c_ulonglong)]
-
-            self.ctypes, self.structs = ctypes, (Utilization, Memory)
-            lib = lib or ctypes.CDLL(library)
-            if lib.nvmlInit_v2() != 0:
-                return
-            self.lib = lib
-            count = ctypes.c_uint(0)
-            if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-                return self.close()
-            for dev in visible_gpu_ids(env, count.value):
-                handle = ctypes.c_void_p()
-                if dev.isdigit():
-                    rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(int(dev)), ctypes.byref(handle))
-                else:
-                    rc = lib.nvmlDeviceGetHandleByUUID(dev.encode(), ctypes.byref(handle))
-                if rc == 0:
-                    self.handles.append((dev, handle))
-        except (ImportError, OSError, AttributeError):
-            self.lib = None
-        if not self.handles:
-            self.close()
-
-    @property
-    def active(self):
-        return self.lib is not None and bool(self.handles)
-
-    def sample(self):
-        """``[{"id", "utilization" (%), "memory_used_mb", "memory_total_mb"}]``; None when off."""
-        if not self.active:
-            return None
-        out, byref = [], self.ctypes.byref
-        for dev, handle in self.handles:
-            util, mem = self.structs[0](), self.structs[1]()
-            if (self.lib.nvmlDeviceGetUtilizationRates(handle, byref(util)) != 0
-                    or self.lib.nvmlDeviceGetMemoryInfo(handle, byref(mem)) != 0):
-                continue
-            out.append({"id": dev, "utilization": int(util.gpu), "memory_used_mb": int(mem.used) >> 20,
-                        "memory_total_mb": int(mem.total) >> 20})
-        return out or None
-
-    def close(self):
-        if self.lib is not None:
-            try:
-                self.lib.nvmlShutdown()
-            except (OSError, AttributeError):
-                pass
-        self.lib = None
-
-
-class PortReservation:
-    """A bound (not listening) socket that keeps other processes off a port.
-
-    SO_REUSEADDR lets a framework that also sets it (PyTorch's TCPStore, gRPC)
-    bind and listen on the port while we still hold it; the kernel hands the
-    port to nobody else's ``bind(0)`` meanwhile.
-    """
-
-    def __init__(self, preferred=0):
-        self.sock = None
-        self.port = 0
-        for port in ((preferred, 0) if preferred else (0,)):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("", port))
-            except OSError:
-                s.close()
-                continue
-            self.sock, self.port = s, s.getsockname()[1]
-            return
-        raise OSError("no free port")
-
-    def release(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-def discover_am(env):
-    """The AM's URL: given (local backend, replacement containers) or asked of the
-    AM's endpoint through the YARN RM's web proxy (containers declared up front)."""
-    if env.get("SUBM_AM_URL"):
-        return env["SUBM_AM_URL"]
-    url = env["SUBM_AM_DISCOVERY"].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
-    deadline = time.monotonic() + float(env.get("SUBM_AM_DISCOVERY_SECONDS", "600"))
-    # Executors usually start before the AM has published its endpoint. A short, capped
-    # backoff finds it within DISCOVERY_MAX_DELAY of its publication (a 1 s cap cost the
-    # gang up to 1 s), at a few requests per second per executor for those seconds.
-    delay, err = 0.05, None
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                found = json.loads(resp.read()).get("url")
-                if found:
-                    return found
-        except (OSError, ValueError) as exc:
-            err = exc
-        time.sleep(delay)
-        delay = min(delay * 1.5, DISCOVERY_MAX_DELAY)
-    raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (url, err))
 
 
 def log_to_container(env):
@@ -320,37 +152,6 @@ def stderr_tail(path, start):
     return "\n".join(lines[-TAIL_LINES:])
 
 
-def _load_envcache():
-    """envcache.py from beside this file (``subm_envcache.py`` on YARN), standard library only."""
-    import importlib.util
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("subm_envcache.py", "envcache.py"):
-        path = os.path.join(here, name)
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("subm_envcache", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    raise ImportError("envcache.py is not beside %s" % __file__)
-def read_token(env):
-    """The job's secret: SUBM_TOKEN, or the file SUBM_TOKEN_FILE names (read once, then
-    unlinked from the working directory so the task's own files do not carry it)."""
-    if env.get("SUBM_TOKEN"):
-        return env["SUBM_TOKEN"]
-    path = env.get("SUBM_TOKEN_FILE")
-    if not path:
-        raise KeyError("SUBM_TOKEN")
-    with open(path) as f:
-        token = f.read().strip()
-    try:
-        if os.path.islink(path):  # YARN's link to the localized copy; the copy stays private
-            os.unlink(path)
-    except OSError:
-        pass
-    return token
-
-
 def lay_out_files(env, workdir):
     """On YARN: unpack the job's files archive into the working directory as real files
     (YARN localizes it as a symlink into its cache; scripts must import their siblings),
@@ -389,9 +190,9 @@ class Executor:
         self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
         # environment.archive: unpacked into the node's cache in the background while we register.
-        self.environment = (_load_envcache().ShippedEnvironment(env, self.workdir, log=_log)
+        self.environment = (_sibling(ENVCACHE).ShippedEnvironment(env, self.workdir, log=_log)
                             if env.get("SUBM_ENV_ARCHIVE") else None)
-        self.am = AMClient(discover_am(env), read_token(env), self.executor_id)
+        self.am = am_client.AMClient(am_client.discover_am(env), am_client.read_token(env), self.executor_id)
         self.instructions = queue.Queue()
         self.reservation = None
         self.child = None
@@ -409,7 +210,7 @@ class Executor:
     def register(self, attempt=None):
         preferred = self.reservation.port if self.reservation else 0
         if self.reservation is None or self.reservation.sock is None:
-            self.reservation = PortReservation(preferred)
+            self.reservation = am_client.PortReservation(preferred)
         body = {"executor": self.executor_id, "role": self.role, "index": self.index_hint,
                 "host": self.host, "port": self.reservation.port, "pid": os.getpid(),
                 "attempt": attempt, "container": self.env.get("CONTAINER_ID"),
@@ -465,18 +266,18 @@ class Executor:
                 self.environment.apply(env)
             self.child = subprocess.Popen(
                 ["/bin/sh", "-c", instr["command"]], cwd=cwd, env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=proctree.die_with_parent,
             )
         except OSError as exc:
             sys.stderr.write("[subm] cannot start the command: %s\n" % exc)
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
-        _POPEN_CHILDREN.add(self.child.pid)
+        proctree.POPEN_CHILDREN.add(self.child.pid)
         self.child_attempt = instr["attempt"]
         self.stopping = self.killed = False
         if instr.get("gpus") and self.gpu is None:
-            self.gpu = GpuSampler(env)
+            self.gpu = nvml.GpuSampler(env)
             if self.gpu.active:
                 every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
                 threading.Thread(target=self.sample_gpus, args=(every,), daemon=True).start()
@@ -515,16 +316,16 @@ class Executor:
         self.stopping = True
         started = time.monotonic()
         deadline = started + grace
-        _signal_tree(self.child.pid, signal.SIGTERM)
+        proctree.signal_tree(self.child.pid, signal.SIGTERM)
         try:
             self.child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-        while _descendants() and time.monotonic() < deadline:  # the command's own children
+        while proctree.descendants() and time.monotonic() < deadline:  # the command's own children
             time.sleep(0.02)
         exited = self.child.poll() is not None
-        left = _descendants()
-        _signal_tree(self.child.pid, signal.SIGKILL)
+        left = proctree.descendants()
+        proctree.signal_tree(self.child.pid, signal.SIGKILL)
         self.child.wait()
         self.killed = not exited or bool(left)
         if self.killed:
@@ -540,7 +341,7 @@ class Executor:
             code = 128 - code  # like a shell: killed by signal N -> 128+N
         if self.stopping and self.killed:
             code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
-        _signal_tree(None, signal.SIGKILL)  # whatever the command left behind
+        proctree.signal_tree(None, signal.SIGKILL)  # whatever the command left behind
         attempt, stopped = self.child_attempt, self.stopping
         self.child = None
         self.report_exit(attempt, code, stopped)
@@ -588,49 +389,9 @@ class Executor:
                 return int(instr.get("code", 0 if op == "exit" else 1))
 
 
-def _reap(pid):
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
-def _kill_escaped():
-    """SIGKILL every descendant that left the executor's process group (``setsid``).
-
-    When a container is stopped, YARN's NodeManager signals the container's process
-    group only: SIGTERM, then SIGKILL 250 ms later (yarn.nodemanager.sleep-delay-before-sigkill.ms),
-    and the executor is gone with that SIGKILL. A process outside the group would outlive
-    the job, so it gets now what the group gets at the end.
-    """
-    group = os.getpgrp()
-    for p in _descendants():
-        try:
-            if os.getpgid(p) != group:
-                os.kill(p, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _signal_tree(pid, sig):
-    """Signal the task's command and everything it started.
-
-    The command stays in the executor's process group (so YARN's kill of the
-    container's group reaches it); the executor walks its descendants instead.
-    """
-    pids = _descendants()
-    if pid is not None and pid not in pids:
-        pids.insert(0, pid)
-    for p in pids:
-        try:
-            os.kill(p, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 def main():
-    _die_with_parent(signal.SIGTERM)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    proctree.die_with_parent(signal.SIGTERM)
+    proctree.become_subreaper()
     if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
         log_to_container(os.environ)
     try:
@@ -645,7 +406,7 @@ def main():
         sys.exit(1)
 
     def on_signal(signum, frame):
-        _kill_escaped()
+        proctree.kill_escaped()
         executor.stop_child(DEFAULT_GRACE)
         sys.exit(128 + signum)
 

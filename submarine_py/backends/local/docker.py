@@ -7,11 +7,14 @@ import subprocess
 from typing import Dict, List, Optional, Sequence
 
 from ...plan import TaskPlan
+from ...runtime import executor as executor_module
 
 LABEL = "subm.job"
 #: Variables passed by name only (see :func:`run_argv`).
 SECRET_VARIABLES = frozenset({"SUBM_TOKEN"})
-EXECUTOR_IN_CONTAINER = "/opt/submarine/executor.py"
+#: Where the executor and its siblings are mounted (their shipped names, as on YARN).
+EXECUTOR_DIR = "/opt/submarine"
+EXECUTOR_IN_CONTAINER = f"{EXECUTOR_DIR}/{executor_module.shipped_name('executor')}"
 
 
 def docker_binary() -> str:
@@ -33,6 +36,7 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
             "--network", d.network, "-w", workdir,
             "-v", f"{workdir}:{workdir}:rw",
             "-v", f"{executor_path}:{EXECUTOR_IN_CONTAINER}:ro",
+            *executor_siblings(executor_path),
             "--memory", f"{task.resources.memory_mb}m", "--cpus", str(task.resources.vcores)]
     if shared_dir:
         argv += ["-v", f"{shared_dir}:{shared_dir}:rw"]
@@ -47,6 +51,16 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["-e", k if k in SECRET_VARIABLES else f"{k}={v}"]
     argv += [d.image, "python3", "-S", EXECUTOR_IN_CONTAINER]
     return argv
+
+
+def executor_siblings(executor_path: str) -> List[str]:
+    """``-v`` options mounting the modules the executor imports (beside ``executor_path``)
+    next to it in the container."""
+    here = os.path.dirname(executor_path)
+    out: List[str] = []
+    for module in executor_module.SIBLINGS:
+        out += ["-v", f"{os.path.join(here, module + '.py')}:{EXECUTOR_DIR}/{executor_module.shipped_name(module)}:ro"]
+    return out
 
 
 def remove_container(name: str) -> None:

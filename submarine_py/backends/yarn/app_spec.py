@@ -22,11 +22,13 @@ from ...runtime import executor as executor_module
 from ...states import RestartPolicy
 from . import shipping
 
-EXECUTOR_FILE = "subm_executor.py"
+EXECUTOR_FILE = executor_module.shipped_name("executor")
+#: The executor and the standard-library modules it imports, localized side by side.
+EXECUTOR_FILES = tuple(executor_module.shipped_files())
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
 #: (.pth files, editable installs' finders) would only delay the gang's registration.
 #: Beside the executor: it unpacks environment.archive once per node (envcache.py).
-ENVCACHE_FILE = "subm_envcache.py"
+ENVCACHE_FILE = executor_module.shipped_name(executor_module.ENVCACHE)
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
 ENV_ARCHIVE = "subm-environment"
@@ -126,7 +128,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         env=master_env,
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
-    executor_source = os.path.abspath(executor_module.__file__)
+    executor_files = {name: skein.File(source=path, type="file") for name, path in executor_module.shipped_files().items()}
     files = plan.job.files
     user_files: Dict[str, object] = {}
     if shipping.local_sources(files):
@@ -156,7 +158,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             instances=spec.instances,
             resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                       gpus=spec.resources.gpus),
-            files={EXECUTOR_FILE: skein.File(source=executor_source, type="file"), **token, **user_files,
+            files={**executor_files, **token, **user_files,
                    **({} if task.docker else env_files)},
             env=env,
             script=script,

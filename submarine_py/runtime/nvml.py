@@ -1,0 +1,94 @@
+"""The task's GPUs, sampled through NVML (NVIDIA's driver library) with ``ctypes``.
+
+Standard library only, shipped beside the executor (``subm_nvml.py``, see ``executor.py``);
+the AM keeps the figures (``gpu_usage.py``).
+"""
+
+
+def visible_gpu_ids(env, count):
+    """The NVML devices a task sees: CUDA_VISIBLE_DEVICES's entries (indices or UUIDs) in
+    order, or every device where it is unset. Entries that are neither are left out."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return [str(i) for i in range(count)]
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if item.isdigit() and int(item) < count:
+            out.append(item)
+        elif item.startswith(("GPU-", "MIG-")):
+            out.append(item)
+        elif item:  # CUDA ignores the rest of the list after an invalid entry
+            break
+    return out
+
+
+class GpuSampler:
+    """Utilization and memory of the task's GPUs through NVML, loaded with ctypes.
+
+    NVML is NVIDIA's driver library (libnvidia-ml.so.1), present wherever a GPU
+    is usable; user images need no pynvml. Anything missing (no library, no
+    device, a call failing) turns sampling off, silently: it must never disturb
+    the task.
+    """
+
+    def __init__(self, env, library="libnvidia-ml.so.1", lib=None):
+        """``lib``: an already loaded NVML (tests hand a fake here)."""
+        self.handles = []
+        self.lib = None
+        try:
+            import ctypes  # some minimal Pythons lack _ctypes: then no sampling
+
+            class Utilization(ctypes.Structure):  # nvmlUtilization_t
+                _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+            class Memory(ctypes.Structure):  # nvmlMemory_t
+                _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                            ("used", ctypes.c_ulonglong)]
+
+            self.ctypes, self.structs = ctypes, (Utilization, Memory)
+            lib = lib or ctypes.CDLL(library)
+            if lib.nvmlInit_v2() != 0:
+                return
+            self.lib = lib
+            count = ctypes.c_uint(0)
+            if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return self.close()
+            for dev in visible_gpu_ids(env, count.value):
+                handle = ctypes.c_void_p()
+                if dev.isdigit():
+                    rc = lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(int(dev)), ctypes.byref(handle))
+                else:
+                    rc = lib.nvmlDeviceGetHandleByUUID(dev.encode(), ctypes.byref(handle))
+                if rc == 0:
+                    self.handles.append((dev, handle))
+        except (ImportError, OSError, AttributeError):
+            self.lib = None
+        if not self.handles:
+            self.close()
+
+    @property
+    def active(self):
+        return self.lib is not None and bool(self.handles)
+
+    def sample(self):
+        """``[{"id", "utilization" (%), "memory_used_mb", "memory_total_mb"}]``; None when off."""
+        if not self.active:
+            return None
+        out, byref = [], self.ctypes.byref
+        for dev, handle in self.handles:
+            util, mem = self.structs[0](), self.structs[1]()
+            if (self.lib.nvmlDeviceGetUtilizationRates(handle, byref(util)) != 0
+                    or self.lib.nvmlDeviceGetMemoryInfo(handle, byref(mem)) != 0):
+                continue
+            out.append({"id": dev, "utilization": int(util.gpu), "memory_used_mb": int(mem.used) >> 20,
+                        "memory_total_mb": int(mem.total) >> 20})
+        return out or None
+
+    def close(self):
+        if self.lib is not None:
+            try:
+                self.lib.nvmlShutdown()
+            except (OSError, AttributeError):
+                pass
+        self.lib = None

@@ -1,0 +1,103 @@
+"""The executor's process tree: its task's command and everything that command starts.
+
+Standard library only, shipped beside the executor (``subm_proctree.py``, see
+``executor.py``). Linux: the executor is a child subreaper, so orphans of the command stay
+below it; /proc tells who is below; everything below is signalled together.
+"""
+import os
+import signal
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+#: Pids that subprocess.Popen reaps itself (reaping them here would lose their exit code).
+POPEN_CHILDREN = set()
+
+
+def prctl(option, value):
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, int(value), 0, 0, 0)
+    except Exception:  # not Linux: best effort only
+        pass
+
+
+def die_with_parent(sig=signal.SIGKILL):
+    """Ask Linux to signal this process when its parent exits (no orphans)."""
+    prctl(PR_SET_PDEATHSIG, sig)
+
+
+def become_subreaper():
+    """Orphans of the task's command become this process's children (not init's)."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def descendants():
+    """Pids of every process below this one (Linux /proc; orphans of the task's
+    command stay below us because the executor is a child subreaper)."""
+    children = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            state, ppid = fields[0], int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if state == "Z":  # dead: reap orphans left to us (the command itself is Popen's to reap)
+            if ppid == os.getpid() and int(entry) not in POPEN_CHILDREN:
+                reap(int(entry))
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def reap(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def kill_escaped():
+    """SIGKILL every descendant that left the executor's process group (``setsid``).
+
+    When a container is stopped, YARN's NodeManager signals the container's process
+    group only: SIGTERM, then SIGKILL 250 ms later (yarn.nodemanager.sleep-delay-before-sigkill.ms),
+    and the executor is gone with that SIGKILL. A process outside the group would outlive
+    the job, so it gets now what the group gets at the end.
+    """
+    group = os.getpgrp()
+    for p in descendants():
+        try:
+            if os.getpgid(p) != group:
+                os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def signal_tree(pid, sig):
+    """Signal the task's command and everything it started.
+
+    The command stays in the executor's process group (so YARN's kill of the
+    container's group reaches it); the executor walks its descendants instead.
+    """
+    pids = descendants()
+    if pid is not None and pid not in pids:
+        pids.insert(0, pid)
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
