@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_json, write_job
 from submarine_py.runtime import executor
-from submarine_py.runtime.am import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, quote_tail
+from submarine_py.runtime.diagnostics import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, quote_tail
 
 # Prints to stdout, then a traceback-like error to stderr only; the first attempt says "early".
 FAILS = """\
@@ -54,6 +54,21 @@ def test_the_executor_stays_standard_library_only():
     mods = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True).stdout
     assert all(m in sys.stdlib_module_names or m == "executor" for m in eval(mods)), mods
 
+
+
+@pytest.mark.unit
+def test_the_shipped_executor_files_run_on_their_own(tmp_path):
+    """As a container gets them (``subm_*.py`` side by side, nothing else): with ``python3 -S``
+    the executor imports its siblings and gets as far as its missing settings."""
+    import shutil
+
+    for name, path in executor.shipped_files().items():
+        shutil.copy(path, tmp_path / name)
+    env = {"PATH": os.environ.get("PATH", ""), "SUBM_AM_URL": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-S", "subm_executor.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "cannot start" in out.stderr and "Traceback" not in out.stderr
 
 def failing_job(tmp_path, **env):
     env_yaml = ", ".join(f"{k}: '{v}'" for k, v in env.items())

@@ -287,7 +287,7 @@ def test_a_snapshot_report_of_a_killed_job_keeps_its_tasks_as_killed():
 
 @pytest.mark.unit
 def test_the_report_file_names_the_roles_variables_but_hides_their_values(tmp_path):
-    from submarine_py.runtime.am import spec_without_secrets
+    from submarine_py.runtime.am_report import spec_without_secrets
 
     spec = spec_of(tmp_path, roles={"worker": {"command": "run", "env": {"DB_PASSWORD": "hunter2"}}})
     written = spec_without_secrets(make_plan(spec))

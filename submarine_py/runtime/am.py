@@ -9,116 +9,41 @@ job's restart policy when a task fails or its container is lost.
 Threads: HTTP handlers (executors' calls) change state under ``self.lock``;
 the main thread runs :meth:`run`, which alone calls the containers (so processes
 are started from one long-lived thread).
+
+Beside it: ``records.py`` (its records of tasks and executors), ``recovery.py`` (fault
+handling, a mixin), ``diagnostics.py`` (the words of failures and timeouts),
+``am_report.py`` (the report and its file), ``server.py`` (the HTTP endpoint).
 """
 from __future__ import annotations
 
 import getpass
-import json
 import logging
 import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import Plan, TaskPlan
-from ..report import Event, JobReport, TaskReport, Timings, replace
+from ..report import Event, JobReport
 from ..states import JobState, Phase, RestartPolicy, TaskState
-from ..units import split_address
+from .am_report import build_report, write_report
 from .containers import Containers
-from .gpu_usage import GpuUsage, add_samples, idle_seconds_setting, sample_seconds_setting
+from .diagnostics import gang_missing, quote_tail, restarts_spent
+from .gpu_usage import add_samples, idle_seconds_setting, sample_seconds_setting
+from .records import Executor, Task, shown
 from .recovery import EXECUTOR_LOST_SECONDS, HEARTBEAT_SECONDS, Recovery
 
 log = logging.getLogger("subm.am")
 
-#: How much of a failed task's stderr its diagnostics quote (the executor reads the same bounds).
-STDERR_TAIL_LINES = 20
-STDERR_TAIL_BYTES = 2048
 #: How long the AM waits beyond the job's stop grace for executors to report and leave
 #: (they report within moments of their task's exit; this covers a slow or loaded node).
 STOP_MARGIN_SECONDS = 5
 #: Decisions kept in the report (the AM's log has all of them).
 MAX_EVENTS = 200
-REDACTED = "<hidden>"
 #: How often a running AM rewrites its report file, so that a job whose AM is killed or
 #: lost still has a final report with its tasks.
 SNAPSHOT_SECONDS = 2.0
-
-
-def shown(attempt: int) -> int:
-    """An attempt as people see it: counted from 1. ``SUBM_ATTEMPT`` (and the AM inside)
-    count restarts from 0, so attempt N runs with SUBM_ATTEMPT=N-1."""
-    return attempt + 1
-
-
-def quote_tail(text: str) -> str:
-    """The last lines of a stream, bounded and indented for diagnostics."""
-    lines = text.encode("utf-8", "replace")[-STDERR_TAIL_BYTES:].decode("utf-8", "replace").splitlines()
-    lines = [line.rstrip() for line in lines if line.strip()][-STDERR_TAIL_LINES:]
-    return "\n".join("    " + line for line in lines)
-
-
-@dataclass
-class Task:
-    """The AM's live record of one task (what :class:`TaskReport` shows of it)."""
-
-    plan: TaskPlan
-    state: TaskState = TaskState.PENDING
-    attempt: int = 0
-    restarts: int = 0
-    exit_code: Optional[int] = None
-    executor: Optional[str] = None
-    address: Optional[str] = None
-    log: str = ""
-    gpu: GpuUsage = field(default_factory=GpuUsage)
-    gpu_idle_flagged: bool = False
-    #: Launches in a row that ended before an executor registered (reset by a registration).
-    failed_launches: int = 0
-    #: When its current attempt began (epoch seconds): a container started before that was
-    #: started for an attempt an earlier failure already ended.
-    began: float = 0.0
-    #: Its executor was declared lost: the cluster will not replace it, the AM launches one.
-    orphaned: bool = False
-
-    @property
-    def key(self) -> Tuple[str, int]:
-        return (self.plan.role, self.plan.index)
-
-    @property
-    def host(self) -> Optional[str]:
-        return split_address(self.address)[0] if self.address else None
-
-
-@dataclass
-class Executor:
-    """The AM's record of one executor process (container), registered or not."""
-
-    id: str
-    role: str
-    task: Optional[Tuple[str, int]] = None
-    alive: bool = True
-    instructions: List[Dict[str, Any]] = field(default_factory=list)
-    info: Dict[str, Any] = field(default_factory=dict)
-    #: The task attempt this executor last registered for.
-    attempt: Optional[int] = None
-    registered: bool = False
-    #: Declared lost after a silence (its container was released; it may not come back).
-    lost: bool = False
-    #: When the AM last heard from it (time.monotonic()): every call counts as a heartbeat.
-    last_seen: float = field(default_factory=time.monotonic)
-    #: When the AM asked for its container (epoch seconds); None for containers of the job.
-    launched_at: Optional[float] = None
-
-
-def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
-    """The job spec as a dict, with the values of the roles' variables hidden (they may be
-    secrets; their names stay)."""
-    spec = plan.job.to_dict()
-    for role in spec.get("roles", {}).values():
-        if role.get("env"):
-            role["env"] = {name: REDACTED for name in role["env"]}
-    return spec
 
 
 class ApplicationMaster(Recovery):
@@ -367,7 +292,7 @@ class ApplicationMaster(Recovery):
         elif policy == RestartPolicy.TASK and ts.restarts < limit:
             self._restart_task(ts, failure)
         else:
-            self._finish(JobState.FAILED, f"{failure}; job failed ({self._spent()}){quoted}")
+            self._finish(JobState.FAILED, f"{failure}; job failed ({restarts_spent(self.plan.job.restart)}){quoted}")
 
     def _restart_gang(self, why: str) -> None:
         self.attempt += 1
@@ -481,7 +406,8 @@ class ApplicationMaster(Recovery):
             with self.lock:
                 now = time.monotonic()
                 if self.phase == Phase.STARTING and now - self.gang_started > self.plan.job.timeouts.gang_seconds:
-                    self._gang_timeout()
+                    self._finish(JobState.FAILED, gang_missing(self.tasks.values(), self.containers,
+                                                               self.plan.job.timeouts.gang_seconds, self.attempt))
                 if job_deadline and now > job_deadline and not self._finishing:
                     self._finish(JobState.FAILED, f"the job ran longer than timeouts.job_seconds "
                                            f"({self.plan.job.timeouts.job_seconds} s)")
@@ -511,19 +437,9 @@ class ApplicationMaster(Recovery):
         return report
 
     def _write_report(self, report: Optional[JobReport] = None) -> None:
-        """Write the report file atomically (a snapshot until the job is done), with the
-        spec, so that history keeps the job as submitted (on YARN the file is in the AM
-        container's log directory, which the NodeManager serves: no env values)."""
-        if not self.report_path:
-            return
-        report = report or self.report()
-        tmp = self.report_path + ".tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(replace(report, spec=spec_without_secrets(self.plan)).to_dict(), f, indent=2)
-            os.replace(tmp, self.report_path)
-        except OSError as exc:
-            log.warning("could not write the report %s: %s", self.report_path, exc)
+        """Write the report file, if the AM has one (see :mod:`am_report`)."""
+        if self.report_path:
+            write_report(self.report_path, report or self.report(), self.plan)
 
     def _launch(self, ts: Task) -> None:
         try:
@@ -581,52 +497,7 @@ class ApplicationMaster(Recovery):
             if not self._finishing and self._live_executor(ts) is None and ts.state == TaskState.PENDING:
                 self._need_executor(ts)
 
-    def _gang_timeout(self) -> None:
-        missing = [ts for ts in self.tasks.values() if ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
-        parts: List[str] = []
-        by_role: Dict[str, List[str]] = {}
-        for ts in missing:
-            if ts.executor:
-                parts.append(f"{ts.plan.id} ({self.containers.describe(ts.executor) or 'not registered'})")
-            else:  # what the cluster says of a role is the same for each of its tasks: once
-                by_role.setdefault(ts.plan.role, []).append(ts.plan.id)
-        for role, ids in by_role.items():
-            parts.append(f"{', '.join(ids)} ({self.containers.describe_role(role) or 'not registered'})")
-        self._finish(JobState.FAILED, f"gang not complete within timeouts.gang_seconds "
-                               f"({self.plan.job.timeouts.gang_seconds} s), attempt {shown(self.attempt)}; "
-                               f"missing: {'; '.join(parts)}")
-
     # ---------------------------------------------------------------- report
     def report(self) -> JobReport:
         with self.lock:
-            end = self.finished_at or time.time()
-            tasks = tuple(TaskReport(
-                role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
-                restarts=ts.restarts, attempt=shown(ts.attempt), host=ts.host, address=ts.address,
-                tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
-                gpu=ts.gpu.summary(self.gpu_idle_seconds), **self.containers.details(ts.executor),
-            ) for ts in self.tasks.values())
-            return JobReport(
-                app_id=self.job_id,
-                name=self.plan.job.name,
-                framework=self.plan.job.framework,
-                backend=self.containers.name,
-                user=self.user,
-                queue=self.plan.job.queue if self.containers.name == "yarn" else None,
-                submitted_at=round(self.submitted_at, 3),
-                started_at=round(self.started_at, 3),
-                finished_at=round(self.finished_at, 3) if self.finished_at else None,
-                state=self.state if self._finishing else JobState.RUNNING,
-                phase=self.phase,
-                attempts=1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0)),
-                diagnostics=self.diagnostics,
-                running=sum(1 for ts in self.tasks.values() if ts.state == TaskState.RUNNING),
-                total=len(self.tasks),
-                tasks=tasks,
-                cluster_spec=self.cluster,
-                timings=Timings(gang_ready_seconds=self.gang_ready_seconds,
-                                total_seconds=round(end - self.submitted_at, 3)),
-                status_url=self.url,
-                events=tuple(self.events),
-                final=self.phase == Phase.DONE,
-            )
+            return build_report(self)

@@ -21,6 +21,8 @@ from typing import Any, List, Optional, Tuple
 
 from ..report import JobReport, replace
 from ..states import JobState, RestartPolicy, TaskState
+from .diagnostics import restarts_spent
+from .records import shown
 
 log = logging.getLogger("subm.am")
 
@@ -106,13 +108,6 @@ class Recovery:
         if not self._finishing and self._live_executor(ts) is None and ts.state == TaskState.PENDING:
             self._need_executor(ts)
 
-    def _spent(self) -> str:
-        """Why no restart is left, in the policy's words."""
-        policy, limit = self.plan.job.restart.policy, self.plan.job.restart.max_restarts
-        if policy == RestartPolicy.NEVER:
-            return f"restart policy '{policy}'"
-        return f"after {limit} restart{'s' if limit != 1 else ''}" if limit else "max_restarts is 0"
-
     # -- an AM lost ---------------------------------------------------------------------------
     def _save_state(self) -> None:
         """Write the report file now (where it is rewritten while running: YARN) when attempts
@@ -129,8 +124,6 @@ class Recovery:
         is one failure of the whole gang under the restart policy, and attempts count on from
         where the earlier AM left them (or, unknown, from one per lost AM attempt).
         """
-        from .am import shown  # attempts in reports are counted from 1, the AM's from 0
-
         with self.lock:
             # A saved task's attempt (as shown, from 1) -> the AM's own count (from 0).
             before = {(t.role, t.index): replace(t, attempt=t.attempt - 1) for t in (previous.tasks if previous else ())}
@@ -158,7 +151,7 @@ class Recovery:
                 for ts in self.tasks.values():
                     ts.attempt, ts.restarts = ts.attempt - 1, ts.restarts - 1
                 self.attempt, self.gang_restarts = self.attempt - 1, self.gang_restarts - 1
-                self._finish(JobState.FAILED, f"{why}; job failed ({self._spent()})")
+                self._finish(JobState.FAILED, f"{why}; job failed ({restarts_spent(self.plan.job.restart)})")
                 return
             self._decide("restarting the gang in new containers: attempt %d of at most %d, because %s",
                          shown(self.attempt), limit + 1, why)
