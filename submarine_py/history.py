@@ -115,7 +115,10 @@ def parse_since(text: str, now: Optional[dt.datetime] = None) -> dt.datetime:
     m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text or "")
     if m:
         unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return now - dt.timedelta(**{unit: int(m.group(1))})
+        try:
+            return now - dt.timedelta(**{unit: int(m.group(1))})
+        except OverflowError:  # before year 1: every job is newer
+            return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError:

@@ -26,8 +26,12 @@ from hypothesis import strategies as st  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
-FUZZ = settings(max_examples=int(os.environ.get("SUBM_FUZZ_EXAMPLES", "150")), deadline=None,
+#: Examples per generated test; SUBM_FUZZ_EXAMPLES=3000 for a long hunt.
+EXAMPLES = int(os.environ.get("SUBM_FUZZ_EXAMPLES", "100"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+#: Documents that mostly validate go all the way to both backends' requests: fewer of them.
+FUZZ_SLOW = settings(FUZZ, max_examples=max(1, EXAMPLES // 3))
 
 @pytest.fixture(autouse=True)
 def bugs_raise(monkeypatch):
@@ -146,6 +150,33 @@ def mutated(draw) -> Tuple[dict, Tuple, str]:
     return doc, path, how
 
 
+_plausible_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def retyped(draw) -> Tuple[dict, Tuple]:
+    """A valid document with one leaf replaced by a value of the same type: any text for a
+    string, any small number for a number (most such documents stay valid)."""
+    doc = copy.deepcopy(draw(st.sampled_from(BASES)))
+    leaves = [p for p in _paths(doc) if not isinstance(_get(doc, p), (dict, list))]
+    path = draw(st.sampled_from(leaves))
+    old = _get(doc, path)
+    if isinstance(old, bool):
+        new: Any = draw(st.booleans())
+    elif isinstance(old, int):
+        new = draw(st.integers(min_value=-2, max_value=2000))
+    else:
+        new = draw(st.one_of(_plausible_text, st.sampled_from(["worker", "ps", "2 GiB", "a b", "UPPER", "x.y"])))
+    _set(doc, path, new)
+    return doc, path
+
+
+def _get(doc: Any, path: Tuple) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
 def _workdir() -> Path:
     d = Path(tempfile.mkdtemp(prefix="subm-fuzz-"))
     (d / "train.py").write_text("print('train')\n")
@@ -174,8 +205,30 @@ def assert_clean(rc: int, out: str, err: str) -> None:
         assert_refused_cleanly(rc, out, err)
 
 
-def _dotted(path: Tuple) -> str:
-    return ".".join(str(k) for k in path)
+def assert_survives_submission(job: Path) -> None:
+    """What ``validate`` accepts must not fail later, half-submitted: the AM re-reads the spec
+    from its ``to_dict`` (without the local files), both backends build their requests, every
+    task gets its environment, and the plan prints as JSON."""
+    from submarine_py.backends.local import LocalBackend
+    from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
+    from submarine_py.jobfile import JobSpec, load_job
+    from submarine_py.output import to_json
+    from submarine_py.plan import make_plan
+
+    spec = load_job(str(job))
+    again = JobSpec.from_dict(spec.to_dict(), check_files=False)
+    assert again == spec, (spec.to_dict(), again.to_dict())
+    plan = make_plan(again)
+    cluster = plan.placeholder_cluster()
+    for task in plan.tasks:
+        env = plan.task_env(task, cluster, "application_1_1", 0)
+        assert all(isinstance(k, str) and isinstance(v, str) and "\x00" not in v for k, v in env.items())
+    to_json(plan.to_dict())
+    LocalBackend(home=str(job.parent / "home")).request(plan).describe()
+    opts = YarnOptions(job_file=str(job.parent / "job.json"), token_file=str(job.parent / "token"),
+                       rm_url="http://rm:8088", archive_sha256="ab" * 32)
+    pytest.importorskip("skein")
+    build_application_spec(plan, opts).to_dict()
 
 
 @pytest.mark.parametrize("base", BASES, ids=lambda b: b["name"])
@@ -185,6 +238,7 @@ def test_the_base_documents_are_valid(base):
     job.write_text(yaml.safe_dump(base))
     rc, out, err = cli("validate", str(job))
     assert rc == 0, err
+    assert_survives_submission(job)
 
 
 @FUZZ
@@ -196,9 +250,26 @@ def test_a_wrong_value_anywhere_is_refused_naming_its_field(case):
     job.write_text(yaml.safe_dump(doc, allow_unicode=True, width=1 << 16))
     rc, out, err = cli("validate", str(job))
     assert_clean(rc, out, err)
+    if rc == 0:
+        assert_survives_submission(job)
     if rc == 2 and not err.startswith("Error: template: "):
         # The problem is named by where it is (a framework's role rules may name 'roles' instead);
         # text that Jinja2 cannot render is named by its line.
+        assert f"{path[0]}" in err or "roles" in err, err
+
+
+@FUZZ_SLOW
+@given(retyped())
+def test_a_retyped_value_is_accepted_whole_or_refused_by_name(case):
+    doc, path = case
+    d = _workdir()
+    job = d / "job.yaml"
+    job.write_text(yaml.safe_dump(doc, allow_unicode=True, width=1 << 16))
+    rc, out, err = cli("validate", str(job))
+    assert_clean(rc, out, err)
+    if rc == 0:
+        assert_survives_submission(job)
+    elif not err.startswith("Error: template: "):
         assert f"{path[0]}" in err or "roles" in err, err
 
 
@@ -544,3 +615,13 @@ def test_an_unknown_backend_in_the_environment_is_bad_input():
 def test_a_used_set_variable_is_accepted():
     rc, out, err = cli("validate", str(_ok_job()), "--set", "word=bye")
     assert rc == 0 and "echo bye" in out, err
+
+
+def test_a_huge_since_duration_means_every_job():
+    rc, out, err = cli("history", "--no-collect", "--since", "99999999999999d")
+    assert rc == 0 and "Traceback" not in err and "Error" not in err, err
+
+
+def test_an_unused_set_variable_is_named_once_without_a_template_prefix():
+    rc, out, err = cli("validate", str(_ok_job()), "--set", "epochs=3")
+    assert rc == 2 and err.startswith("Error: --set: job.yaml does not use the variable 'epochs'; it reads word"), err

@@ -99,8 +99,6 @@ def render_template(text: str, variables: Mapping[str, Any], name: str = "job.ya
     env.globals["env"] = _EnvLookup()
     try:
         rendered = env.from_string(text).render(**dict(variables))
-        _check_used(env, text, variables, name)
-        return rendered
     except jinja2.UndefinedError as exc:
         raise SpecError([("template", f"{exc.message} in {name}; {_undefined_hint(exc.message or '')}")]) from None
     except jinja2.TemplateSyntaxError as exc:
@@ -110,6 +108,8 @@ def render_template(text: str, variables: Mapping[str, Any], name: str = "job.ya
     except (ArithmeticError, TypeError, ValueError, RecursionError, MemoryError) as exc:
         # e.g. range() over the sandbox's limit, {{ 1 / 0 }}, {{ 'a' - 1 }}
         raise SpecError([("template", f"{name}: {exc}")]) from None
+    _check_used(env, text, variables, name)
+    return rendered
 
 
 def _check_used(env: jinja2.Environment, text: str, variables: Mapping[str, Any], name: str) -> None:

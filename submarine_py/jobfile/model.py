@@ -563,7 +563,8 @@ class _Builder(ProblemCollector):
                 self.fail("environment.archive", f"{archive} does not exist")
             elif not archive.endswith((".tar.gz", ".tgz", ".zip")):
                 self.fail("environment.archive", "expected a .tar.gz, .tgz or .zip made by conda-pack or venv-pack")
-        return EnvironmentSpec(python=python, archive=archive, cache_dir=cache_dir or None)
+        # An empty string (a template default of "") means unset, as for node_label.
+        return EnvironmentSpec(python=python or None, archive=archive or None, cache_dir=cache_dir or None)
 
     def tags(self, value: Any) -> Tuple[str, ...]:
         """YARN's application tags: ASCII, no commas, compared without case (YARN lower-cases
