@@ -1,0 +1,399 @@
+"""The validating walk over a job file's dict: builds the spec's dataclasses and collects every
+problem with its path (``roles.worker.resources.gpus: ...``), raised as one :class:`SpecError`.
+
+Used through ``JobSpec.from_dict``; the rules for single fields are in ``fields.py``.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..errors import ProblemCollector, SpecError
+from ..states import RestartPolicy
+from ..units import parse_memory
+from .fields import (
+    ENV_NAME, FILE_NAME, FILE_NAME_RULE, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS,
+    MAX_STOP_GRACE_SECONDS, MAX_TAG_CHARS, MAX_TAGS, MAX_VCORES, MOUNT_PATH, NODE_LABEL, QUEUE,
+    RESERVED_ENV_PREFIX, ROLE_NAME, base_name, exec_limit_problems, join_path, mount_problem, show,
+)
+from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
+from .model import (
+    DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, RESTART_POLICIES, ROLE_FIELDS,
+    DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
+)
+
+
+class Builder(ProblemCollector):
+    """Walks a raw dict, collecting every problem with its path."""
+
+    def __init__(self, base_dir: str, check_files: bool = True):
+        super().__init__()
+        self.base_dir = base_dir
+        self.check_files = check_files
+
+    # -- helpers ----------------------------------------------------------
+    def mapping(self, value: Any, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping, got {show(value)}")
+            return {}
+        for key in value:
+            if not isinstance(key, str):
+                self.fail(join_path(path, str(key)), f"field names must be strings, got {show(key)}")
+            elif key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                more = f"; did you mean '{hint[0]}'?" if hint else f"; known fields: {', '.join(known)}"
+                self.fail(join_path(path, key), f"unknown field{more}")
+        return value
+
+    def integer(self, value: Any, path: str, minimum: int, default: int, maximum: Optional[int] = None) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(path, f"expected a whole number >= {minimum}, got {show(value)}")
+            return default
+        if maximum is not None and value > maximum:
+            self.fail(path, f"expected at most {maximum}, got {show(value)}")
+            return default
+        return value
+
+    def seconds(self, value: Any, path: str, default: float, maximum: float) -> float:
+        """A duration in seconds: a number (whole or not) from 0 to ``maximum``."""
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= maximum:
+            self.fail(path, f"expected a number of seconds from 0 to {maximum:g}, got {show(value)}")
+            return default
+        return float(value)
+
+    def string(self, value: Any, path: str, default: Optional[str] = None, required: bool = False) -> Optional[str]:
+        if value is None:
+            if required:
+                self.fail(path, "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            self.fail(path, f"expected a string, got {show(value)}")
+            return default
+        value = str(value)
+        if required and not value.strip():
+            self.fail(path, "must not be empty")
+        if "\x00" in value:  # no process argument, path or environment value can hold one
+            self.fail(path, "must not contain a NUL character")
+            return default
+        return value
+
+    def choice(self, value: Any, path: str, choices: Tuple[str, ...], default: str) -> str:
+        if value is None:
+            return default
+        if value not in choices:
+            self.fail(path, f"expected one of {', '.join(choices)}, got {show(value)}")
+            return default
+        return value
+
+    # -- sections -----------------------------------------------------------
+    def job(self, data: Any) -> JobSpec:
+        if not isinstance(data, dict):
+            raise SpecError([("", f"the job file must be a YAML mapping, got {show(data)}")])
+        self.mapping(data, "", JOB_FIELDS)
+        name = self.string(data.get("name"), "name", required=True) or "job"
+        if name and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z", name):
+            self.fail("name", f"expected letters, digits, '.', '_' or '-' (at most 100), got {name!r}")
+        framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
+        queue = self.string(data.get("queue"), "queue", default="default")
+        queue = "default" if queue is None else queue
+        if len(queue) > 255 or not QUEUE.match(queue):
+            self.fail("queue", "expected a YARN queue name or path (letters, digits, '_', '-', '@', '+', "
+                               f"parts joined by '.', no spaces), got {show(queue)}")
+        restart = self.restart(data.get("restart"))
+        timeouts = self.timeouts(data.get("timeouts"))
+        docker = self.docker(data.get("docker"), "docker")
+        roles = self.roles(data.get("roles"), docker)
+        files = self.files(data.get("files"))
+        environment = self.environment(data.get("environment"))
+        tags = self.tags(data.get("tags"))
+        shared_dir = self.shared_dir(data.get("shared_dir"))
+        if environment.archive and ENV_ARCHIVE_DIR in {d.split("/")[0] for d in files}:
+            self.fail(f"files.{ENV_ARCHIVE_DIR}", f"'{ENV_ARCHIVE_DIR}' is where environment.archive is "
+                                                  "unpacked; choose another destination")
+        spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
+                       timeouts=timeouts, files=files, docker=docker, environment=environment,
+                       tags=tags, shared_dir=shared_dir)
+        if not self.problems:
+            from ..frameworks import get_framework
+
+            self.problems.extend(get_framework(framework).check(spec))
+        self.raise_if_any()
+        return spec
+
+    def restart(self, value: Any) -> RestartSpec:
+        d = self.mapping(value, "restart", ("policy", "max_restarts"))
+        policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, RestartPolicy.GANG.value)
+        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0, maximum=100)
+        return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
+
+    def timeouts(self, value: Any) -> Timeouts:
+        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds"))
+        gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
+        job = d.get("job_seconds")
+        job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
+        grace = self.seconds(d.get("stop_grace_seconds"), "timeouts.stop_grace_seconds",
+                             DEFAULT_STOP_GRACE_SECONDS, MAX_STOP_GRACE_SECONDS)
+        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace)
+
+    def roles(self, value: Any, job_docker: Optional[DockerSpec]) -> Dict[str, RoleSpec]:
+        if value is None:
+            self.fail("roles", "is required: at least one role, e.g. roles: {worker: {command: ...}}")
+            return {}
+        if not isinstance(value, dict) or not value:
+            self.fail("roles", f"expected a non-empty mapping of role name to role, got {show(value)}")
+            return {}
+        out: Dict[str, RoleSpec] = {}
+        folded: Dict[str, str] = {}
+        for name, raw in value.items():
+            path = f"roles.{name}"
+            if not isinstance(name, str) or not ROLE_NAME.match(name):
+                self.fail(path, f"role names are a letter then letters, digits or '-' (at most 63), got {show(name)}")
+                continue
+            if name.lower() in folded:
+                # Task directories, log files and container names would collide on some systems.
+                self.fail(path, f"differs from role '{folded[name.lower()]}' only in case; give roles distinct names")
+                continue
+            folded[name.lower()] = name
+            role = self.role(name, raw, path, job_docker)
+            if role is not None and role.instances > 0:
+                out[name] = role
+        if value and not out and not self.problems:
+            self.fail("roles", "every role has instances: 0; the job would run nothing")
+        return out
+
+    def role(self, name: str, raw: Any, path: str, job_docker: Optional[DockerSpec]) -> Optional[RoleSpec]:
+        if not isinstance(raw, dict):
+            self.fail(path, f"expected a mapping with at least 'command', got {show(raw)}")
+            return None
+        self.mapping(raw, path, ROLE_FIELDS)
+        instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1, maximum=MAX_INSTANCES)
+        resources = self.resources(raw.get("resources"), f"{path}.resources")
+        command = raw.get("command")
+        if isinstance(command, list) and command and all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command):
+            command = shlex.join(str(c) for c in command)
+        command = self.string(command, f"{path}.command", required=True) or ""
+        env = self.env(raw.get("env"), f"{path}.env")
+        for where, problem in exec_limit_problems(command, env, path):
+            self.fail(where, problem)
+        docker = self.docker(raw.get("docker"), f"{path}.docker", inherit=job_docker)
+        node_label = self.string(raw.get("node_label"), f"{path}.node_label")
+        if node_label and not NODE_LABEL.match(node_label):
+            self.fail(f"{path}.node_label", f"expected one YARN node label (letters, digits, '_', '-'), "
+                                            f"got {show(node_label)}")
+        tracked = raw.get("tracked")
+        if tracked is not None and not isinstance(tracked, bool):
+            self.fail(f"{path}.tracked", f"expected true or false, got {show(tracked)}")
+            tracked = None
+        return RoleSpec(name=name, command=command, instances=instances, resources=resources,
+                        env=env, docker=docker, node_label=node_label or None, tracked=tracked)
+
+    def resources(self, value: Any, path: str) -> Resources:
+        d = self.mapping(value, path, ("memory", "vcores", "gpus"))
+        memory = 2048
+        if d.get("memory") is not None:
+            try:
+                memory = parse_memory(d["memory"])
+            except ValueError as exc:
+                self.fail(f"{path}.memory", str(exc))
+        vcores = self.integer(d.get("vcores"), f"{path}.vcores", 1, 1, maximum=MAX_VCORES)
+        gpus = self.integer(d.get("gpus"), f"{path}.gpus", 0, 0, maximum=MAX_GPUS)
+        return Resources(memory_mb=memory, vcores=vcores, gpus=gpus)
+
+    def env(self, value: Any, path: str) -> Dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping of NAME: value, got {show(value)}")
+            return {}
+        out = {}
+        for key, val in value.items():
+            kpath = f"{path}.{key}"
+            if not isinstance(key, str) or not ENV_NAME.match(key):
+                self.fail(kpath, "is not a valid environment variable name")
+            elif key.startswith(RESERVED_ENV_PREFIX):
+                self.fail(kpath, f"names starting with {RESERVED_ENV_PREFIX} are set by submarine-py")
+            elif not isinstance(val, (str, int, float)):
+                self.fail(kpath, f"expected a string or number, got {show(val)}")
+            elif isinstance(val, str) and "\x00" in val:
+                self.fail(kpath, "must not contain a NUL character")
+            else:
+                out[key] = ("true" if val else "false") if isinstance(val, bool) else str(val)
+        return out
+
+    def docker(self, value: Any, path: str, inherit: Optional[DockerSpec] = None) -> Optional[DockerSpec]:
+        if value is None:
+            return inherit
+        if isinstance(value, str):
+            value = {"image": value}
+        d = self.mapping(value, path, ("image", "mounts", "network"))
+        if not d:
+            return inherit
+        image = d.get("image", inherit.image if inherit else None)
+        if not isinstance(image, str) or not IMAGE.match(image) or len(image) > 255:
+            self.fail(f"{path}.image", f"expected an image reference like registry.example.com/team/name:tag, got {show(image)}")
+            image = ""
+        mounts_raw = d.get("mounts", list(inherit.mounts) if inherit else [])
+        mounts: List[str] = []
+        if not isinstance(mounts_raw, list):
+            self.fail(f"{path}.mounts", f"expected a list of 'src:dst[:ro|rw]', got {show(mounts_raw)}")
+        else:
+            for i, m in enumerate(mounts_raw):
+                problem = mount_problem(m)
+                if problem:
+                    self.fail(f"{path}.mounts[{i}]", problem)
+                else:
+                    mounts.append(m if m.count(":") == 2 else m + ":ro")
+        network = self.choice(d.get("network"), f"{path}.network", NETWORKS, inherit.network if inherit else "host")
+        return DockerSpec(image=image, mounts=tuple(mounts), network=network)
+
+    def files(self, value: Any) -> Dict[str, str]:
+        if value is None:
+            return {}
+        if isinstance(value, list):
+            value = self.files_list(value)
+        if not isinstance(value, dict):
+            self.fail("files", f"expected a mapping of destination: source, got {show(value)}")
+            return {}
+        out: Dict[str, str] = {}
+        for raw_dest, src in value.items():
+            path = f"files.{raw_dest}"
+            dest = destination(raw_dest)
+            if dest is None:
+                self.fail(path, "the destination must be a relative path inside the task's working directory")
+                continue
+            top = dest.split("/")[0]
+            if top.startswith(RESERVED_FILE_PREFIXES) or top in RESERVED_FILES:
+                self.fail(path, f"names starting with {' or '.join(RESERVED_FILE_PREFIXES)}, and "
+                                f"{', '.join(RESERVED_FILES)}, are submarine-py's own in the working "
+                                "directory; choose another destination")
+                continue
+            if dest in out:
+                self.fail(path, f"names the same destination as another entry ({dest})")
+            bad = [part for part in dest.split("/") if part and not FILE_NAME.match(part)]
+            if bad:
+                self.fail(path, f"{bad[0]!r} in the destination: {FILE_NAME_RULE}")
+                continue
+            if not isinstance(src, str) or not src.strip() or "\x00" in src:
+                self.fail(path, f"expected a source path, got {show(src)}")
+                continue
+            base = base_name(src)
+            if "://" in src and not FILE_NAME.match(base):  # YARN localizes it under this name
+                self.fail(path, f"the source's name {base!r}: {FILE_NAME_RULE} (YARN names the copy after it)")
+                continue
+            full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
+            if self.check_files and "://" not in full:
+                problem = source_problem(full)
+                if problem:
+                    self.fail(path, problem)
+                    continue
+            out[dest] = full
+        for dest, src in out.items():  # a file cannot also be a folder holding other destinations
+            parent = dest.rsplit("/", 1)[0] if "/" in dest else ""
+            while parent:
+                if parent in out and "://" not in out[parent] and not os.path.isdir(out[parent]):
+                    self.fail(f"files.{dest}", f"lies inside {parent!r}, which is a file")
+                    break
+                parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+        return out
+
+    def shared_dir(self, value: Any) -> Optional[str]:
+        path = self.string(value, "shared_dir")
+        if path is None:
+            return None
+        if not os.path.isabs(path) or "://" in path:
+            self.fail("shared_dir", f"expected an absolute path that every node mounts (NFS...), got {path!r}")
+            return None
+        if ".." in path.split("/"):
+            self.fail("shared_dir", f"must not contain '..', got {path!r}")
+            return None
+        if not MOUNT_PATH.match(path):  # a Docker mount YARN passes through a shell script
+            self.fail("shared_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
+                                    f"through a shell script), got {show(path)}")
+            return None
+        return os.path.normpath(path)
+
+    def files_list(self, value: List[Any]) -> Dict[str, Any]:
+        """The list form: each source keeps its base name, which must be unique."""
+        out: Dict[str, Any] = {}
+        where: Dict[str, int] = {}
+        for i, src in enumerate(value):
+            dest = os.path.basename(src.rstrip("/")) if isinstance(src, str) else ""
+            if not isinstance(src, str) or not dest or dest in (".", "..") or "\x00" in src:
+                self.fail(f"files[{i}]", f"expected a source path with a base name, got {show(src)}")
+            elif dest in where:
+                self.fail(f"files[{i}]", f"{src!r} would also be copied to '{dest}' (as files[{where[dest]}]); "
+                                         "use the mapping form, destination: source")
+            else:
+                where[dest] = i
+                out[dest] = src
+        return out
+
+    def environment(self, value: Any) -> EnvironmentSpec:
+        d = self.mapping(value, "environment", ("python", "archive", "cache_dir"))
+        python = self.string(d.get("python"), "environment.python")
+        archive = self.string(d.get("archive"), "environment.archive")
+        cache_dir = self.string(d.get("cache_dir"), "environment.cache_dir")
+        if cache_dir and not os.path.isabs(cache_dir):
+            self.fail("environment.cache_dir", f"expected an absolute path on the nodes, got {cache_dir!r}")
+        elif cache_dir and not MOUNT_PATH.match(cache_dir):
+            self.fail("environment.cache_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
+                                               f"through a shell script), got {show(cache_dir)}")
+        elif cache_dir and not archive:
+            self.fail("environment.cache_dir", "only used with environment.archive (where archives are unpacked)")
+        if python and (not python.strip() or any(ord(c) < 32 or ord(c) == 127 for c in python)):
+            self.fail("environment.python", f"expected an interpreter's path, got {show(python)}")
+            python = None
+        if archive and not FILE_NAME.match(base_name(archive)):
+            self.fail("environment.archive", f"the name {base_name(archive)!r}: {FILE_NAME_RULE} "
+                                             "(YARN names the copy after it)")
+            archive = None
+        if python and archive:
+            self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
+        if archive and "://" not in archive:
+            archive = os.path.normpath(os.path.join(self.base_dir, archive))
+            if self.check_files and not os.path.isfile(archive):
+                self.fail("environment.archive", f"{archive} does not exist")
+            elif not archive.endswith((".tar.gz", ".tgz", ".zip")):
+                self.fail("environment.archive", "expected a .tar.gz, .tgz or .zip made by conda-pack or venv-pack")
+        # An empty string (a template default of "") means unset, as for node_label.
+        return EnvironmentSpec(python=python or None, archive=archive or None, cache_dir=cache_dir or None)
+
+    def tags(self, value: Any) -> Tuple[str, ...]:
+        """YARN's application tags: ASCII, no commas, compared without case (YARN lower-cases
+        them), so they are kept lower-case here for both backends."""
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.fail("tags", f"expected a list of strings, got {show(value)}")
+            return ()
+        if len(value) > MAX_TAGS:
+            self.fail("tags", f"expected at most {MAX_TAGS} tags (YARN keeps 10 and submarine-py uses one), "
+                              f"got {len(value)}")
+        out: List[str] = []
+        for i, raw in enumerate(value):
+            tag = self.string(raw, f"tags[{i}]")
+            if tag is None:
+                if raw is None:
+                    self.fail(f"tags[{i}]", "expected a string, got None")
+                continue
+            tag = tag.strip().lower()
+            if not tag or "," in tag or len(tag) > MAX_TAG_CHARS or not tag.isascii() or not tag.isprintable():
+                self.fail(f"tags[{i}]", f"expected printable ASCII without commas, 1 to {MAX_TAG_CHARS} "
+                                        f"characters, got {show(raw)}")
+            elif tag in out:
+                self.fail(f"tags[{i}]", f"repeats the tag {tag!r}")
+            else:
+                out.append(tag)
+        return tuple(out)
+
