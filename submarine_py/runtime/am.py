@@ -84,6 +84,9 @@ class ApplicationMaster(Recovery):
         self.events: List[Event] = []
         #: Set from a signal handler; the main loop acts on it (handlers must not take locks).
         self.kill_requested: Optional[str] = None
+        #: The signal that ended the job, if any: YARN may then record FAILED whatever this AM
+        #: asks for (the SIGTERM reaches skein's AM too), so the last log line claims no verdict.
+        self.signalled: Optional[str] = None
         self.heartbeat_seconds = HEARTBEAT_SECONDS
         self.executor_lost_seconds = EXECUTOR_LOST_SECONDS
         self.gpu_idle_seconds = idle_seconds_setting()
@@ -432,8 +435,13 @@ class ApplicationMaster(Recovery):
             self.changed.notify_all()
         self._write_report(report)
         self.containers.finish(self.state, self.diagnostics)
-        log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
-                 report.attempts, report.timings.total_seconds)
+        if self.signalled:
+            log.info("job %s stopped after %d attempt(s) in %.1f s: the ApplicationMaster received %s; "
+                     "the cluster records the final state", self.job_id, report.attempts,
+                     report.timings.total_seconds, self.signalled)
+        else:
+            log.info("job %s %s after %d attempt(s) in %.1f s", self.job_id, self.state,
+                     report.attempts, report.timings.total_seconds)
         return report
 
     def _write_report(self, report: Optional[JobReport] = None) -> None:

@@ -50,7 +50,8 @@ def run_am(am: ApplicationMaster, bind_host: str, advertise_host: str,
         on_ready()
 
     def on_signal(signum: int, frame: Any) -> None:
-        am.kill_requested = f"{SIGNALLED} {signal.Signals(signum).name}"
+        am.signalled = signal.Signals(signum).name
+        am.kill_requested = f"{SIGNALLED} {am.signalled}"
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
