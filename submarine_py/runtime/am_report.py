@@ -71,12 +71,17 @@ def build_report(am: "ApplicationMaster") -> JobReport:
     )
 
 
+def write_json(path: str, data: Dict[str, Any]) -> None:
+    """Write a report file atomically: readers (the client, a later AM) never see half of it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+
+
 def write_report(path: str, report: JobReport, plan: Plan) -> None:
     """Write the report file atomically (a snapshot until the job is done), with the spec."""
-    tmp = path + ".tmp"
     try:
-        with open(tmp, "w") as f:
-            json.dump(replace(report, spec=spec_without_secrets(plan)).to_dict(), f, indent=2)
-        os.replace(tmp, path)
+        write_json(path, replace(report, spec=spec_without_secrets(plan)).to_dict())
     except OSError as exc:
         log.warning("could not write the report %s: %s", path, exc)

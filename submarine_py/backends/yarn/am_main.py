@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ...report import JobReport
 from ...runtime.am import ApplicationMaster
 from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
+from ...runtime.am_report import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
@@ -128,10 +129,7 @@ def _repeat_verdict(app, report: Dict[str, Any], report_path: str, attempt: int)
     events.append({"time": round(time.time(), 3),
                    "message": f"YARN attempt {attempt} started after the job had ended {state}; ended it again"})
     report = dict(report, events=events, phase=Phase.DONE.value, final=True)
-    tmp = report_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, report_path)
+    write_json(report_path, report)
     final = JobState(state) if state in JobState.__members__ else JobState.FAILED
     app.shutdown((final if final.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
     return 0 if state == "SUCCEEDED" else 1
