@@ -2,39 +2,209 @@
 retries, and the port it holds for the address it registers.
 
 Standard library only, shipped beside the executor (``subm_am_client.py``, see ``executor.py``).
+
+Its HTTP is a small HTTP/1.1 client over :mod:`socket` rather than :mod:`urllib.request`:
+every task container starts an executor, and importing urllib (http.client, email, ssl) cost
+each of them about 60 ms of CPU before it could register, which hundreds of executors starting
+at once on a node pay together. The client also keeps its connections to the AM open, so the
+long polls that serve as heartbeats cost no new connection each. ``https://`` addresses (an RM
+web proxy behind TLS) still go through urllib, imported only then.
 """
 import json
 import os
 import socket
+import threading
 import time
-import urllib.error
-import urllib.request
 
 AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
 DISCOVERY_MAX_DELAY = 0.25
+MAX_REDIRECTS = 5
+MAX_LINE = 65536
+
+
+class HTTPStatusError(Exception):
+    """A reply other than 2xx: ``code``, and the start of its body."""
+
+    def __init__(self, code, body):
+        Exception.__init__(self, "HTTP %d: %r" % (code, body[:200]))
+        self.code, self.body = code, body
+
+
+def split_url(url):
+    """``(scheme, host, port, path)`` of an ``http(s)://host[:port]/path`` URL."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        raise ValueError("not an http(s) URL: %r" % url)
+    authority, slash, path = rest.partition("/")
+    authority = authority.rpartition("@")[2]
+    if authority.startswith("["):  # [v6]:port
+        host, _, port = authority[1:].partition("]")
+        port = port.lstrip(":")
+    else:
+        host, _, port = authority.partition(":")
+    if not host:
+        raise ValueError("no host in %r" % url)
+    return scheme, host, int(port) if port else (443 if scheme == "https" else 80), slash + path or "/"
+
+
+class _Connection:
+    """One HTTP/1.1 connection: a request at a time, kept open while the server allows."""
+
+    def __init__(self, host, port, timeout):
+        self.sock = socket.create_connection((host, port), timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile = self.sock.makefile("rb")
+        self.open = True
+
+    def close(self):
+        self.open = False
+        for thing in (self.rfile, self.sock):
+            try:
+                thing.close()
+            except OSError:
+                pass
+
+    def request(self, method, host, path, headers, data, timeout):
+        """Send one request; returns ``(status, headers, body)``. ``headers`` of the reply
+        have lower-case names. The connection closes itself when the reply says so."""
+        self.sock.settimeout(timeout)
+        lines = ["%s %s HTTP/1.1" % (method, path), "Host: %s" % host]
+        lines += ["%s: %s" % item for item in headers.items()]
+        if data is not None:
+            lines.append("Content-Length: %d" % len(data))
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (data or b""))
+        status_line = self.rfile.readline(MAX_LINE)
+        if not status_line:
+            raise ConnectionError("the server closed the connection")
+        version, _, rest = status_line.decode("latin-1").partition(" ")
+        if not version.startswith("HTTP/"):
+            raise ValueError("not an HTTP reply: %r" % status_line[:80])
+        status = int(rest.split(None, 1)[0])
+        reply = {}
+        while True:
+            line = self.rfile.readline(MAX_LINE)
+            if line in (b"\r\n", b"\n"):
+                break
+            if not line:
+                raise ConnectionError("the server closed the connection in the reply's headers")
+            name, _, value = line.decode("latin-1").partition(":")
+            reply[name.strip().lower()] = value.strip()
+        keep = version != "HTTP/1.0" and reply.get("connection", "").lower() != "close"
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif "chunked" in reply.get("transfer-encoding", "").lower():
+            body = self._chunks()
+        elif "content-length" in reply:
+            length = int(reply["content-length"])
+            body = self.rfile.read(length)
+            if len(body) != length:
+                raise ConnectionError("the reply ended after %d of %d bytes" % (len(body), length))
+        else:  # the body runs to the end of the connection
+            body, keep = self.rfile.read(), False
+        if not keep:
+            self.close()
+        return status, reply, body
+
+    def _chunks(self):
+        parts = []
+        while True:
+            size = int(self.rfile.readline(MAX_LINE).split(b";", 1)[0].strip() or b"x", 16)
+            if size == 0:
+                while self.rfile.readline(MAX_LINE) not in (b"\r\n", b"\n", b""):  # trailers
+                    pass
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline(MAX_LINE)
+
+
+def _urllib_request(url, method, headers, data, timeout):
+    """The same exchange through urllib (https): ``(status, body)``."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def fetch(url, method="GET", headers=None, data=None, timeout=10.0):
+    """One request on a connection of its own, following redirects: ``(status, body)``."""
+    headers = dict(headers or {}, Connection="close")
+    for _ in range(MAX_REDIRECTS + 1):
+        scheme, host, port, path = split_url(url)
+        if scheme == "https":
+            return _urllib_request(url, method, headers, data, timeout)
+        conn = _Connection(host, port, timeout)
+        try:
+            status, reply, body = conn.request(method, "%s:%d" % (host, port), path, headers, data, timeout)
+        finally:
+            conn.close()
+        location = reply.get("location")
+        if status not in (301, 302, 303, 307, 308) or not location:
+            return status, body
+        if location.startswith("/"):
+            location = "%s://%s:%d%s" % (scheme, host, port, location)
+        url = location
+        if status == 303:
+            method, data = "GET", None
+    raise ConnectionError("more than %d redirects from %s" % (MAX_REDIRECTS, url))
 
 
 class AMClient:
+    """Calls to the AM with the job's token, over connections kept open between calls (one
+    per thread that calls at once: the executor's poller, its main loop, its GPU sampler)."""
+
     def __init__(self, url, token, executor_id):
         self.url = url.rstrip("/")
         self.token = token
         self.executor_id = executor_id
+        scheme, self.host, self.port, self.base = split_url(self.url)
+        self.base = self.base.rstrip("/")
+        self.tls = scheme == "https"
+        self._idle = []
+        self._lock = threading.Lock()
+
+    def _once(self, method, path, data, timeout):
+        headers = {"Authorization": "Bearer " + self.token, "Content-Type": "application/json"}
+        if self.tls:
+            return _urllib_request(self.url + path, method, headers, data, timeout)
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = _Connection(self.host, self.port, timeout)
+            try:
+                status, _, body = conn.request(method, "%s:%d" % (self.host, self.port), self.base + path,
+                                               headers, data, timeout)
+            except (OSError, ValueError):
+                conn.close()
+                if not reused:
+                    raise
+                conn, reused = None, False  # a kept connection the AM had closed: once more, afresh
+                continue
+            if conn.open and 200 <= status < 300:
+                with self._lock:
+                    self._idle.append(conn)
+            else:
+                conn.close()
+            return status, body
 
     def call(self, method, path, body=None, timeout=10.0, retry_for=AM_LOST_SECONDS):
         data = None if body is None else json.dumps(body).encode()
         deadline = time.monotonic() + retry_for
         delay = 0.1
         while True:
-            req = urllib.request.Request(self.url + path, data=data, method=method)
-            req.add_header("Authorization", "Bearer " + self.token)
-            req.add_header("Content-Type", "application/json")
             try:
-                with urllib.request.urlopen(req, timeout=timeout) as resp:
-                    return json.loads(resp.read() or b"{}")
-            except urllib.error.HTTPError as exc:
-                if 400 <= exc.code < 500:
-                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, exc.code, exc.read()[:200])) from None
-                err = exc
+                status, reply = self._once(method, path, data, timeout)
+                if 200 <= status < 300:
+                    return json.loads(reply or b"{}")
+                if 400 <= status < 500:
+                    raise RuntimeError("AM refused %s %s: %s %s" % (method, path, status, reply[:200]))
+                err = HTTPStatusError(status, reply)
             except (OSError, ValueError) as exc:
                 err = exc
             if time.monotonic() > deadline:
@@ -42,6 +212,11 @@ class AMClient:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
+    def close(self):
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class PortReservation:
@@ -86,10 +261,12 @@ def discover_am(env):
     delay, err = 0.05, None
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                found = json.loads(resp.read()).get("url")
+            status, body = fetch(url)
+            if status == 200:
+                found = json.loads(body).get("url")
                 if found:
                     return found
+            err = HTTPStatusError(status, body)
         except (OSError, ValueError) as exc:
             err = exc
         time.sleep(delay)

@@ -33,15 +33,22 @@ directory before the executor registers).
 """
 import json
 import os
-import queue
 import signal
 import socket
 import stat
-import subprocess
 import sys
-import tarfile
 import threading
 import time
+
+try:
+    from _queue import Empty, SimpleQueue  # what queue.SimpleQueue is, without queue's imports
+except ImportError:  # pragma: no cover - another Python
+    from queue import Empty, SimpleQueue
+
+# Imported when first needed (see Executor.start, lay_out_files): every task container starts
+# an executor, and all of them start together; what each imports before it registers is CPU
+# the whole node pays at the moment the gang assembles (see am_client.py).
+subprocess = None
 
 #: The modules the executor imports, standard library only like itself, shipped beside it
 #: (see :func:`shipped_files`): process tree, NVML sampling, talking to the AM.
@@ -89,14 +96,14 @@ def _sibling(name):
 
         return importlib.import_module("." + name, __package__)
     if name not in _LOADED:
-        import importlib.util
-
         here = os.path.dirname(os.path.abspath(__file__))
         for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
             if os.path.exists(path):
-                spec = importlib.util.spec_from_file_location(shipped_name(name)[:-3], path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
+                module = type(sys)(shipped_name(name)[:-3])  # a plain module (importlib costs imports)
+                module.__file__ = path
+                with open(path, "rb") as f:
+                    code = compile(f.read(), path, "exec")
+                exec(code, module.__dict__)
                 _LOADED[name] = module
                 break
         else:
@@ -104,7 +111,7 @@ def _sibling(name):
     return _LOADED[name]
 
 
-proctree, nvml, am_client = (_sibling(name) for name in SIBLINGS)
+proctree, am_client = _sibling("proctree"), _sibling("am_client")  # nvml: when a task has GPUs
 
 
 def _log(msg):
@@ -160,11 +167,16 @@ def lay_out_files(env, workdir):
     if archive:
         path = os.path.join(workdir, archive)
         if os.path.exists(path):
-            with tarfile.open(path) as tar:
-                if hasattr(tarfile, "tar_filter"):  # Python 3.12+ (and security backports)
-                    tar.extractall(workdir, filter="tar")
-                else:
-                    tar.extractall(workdir)
+            import tarfile
+
+            try:
+                with tarfile.open(path) as tar:
+                    if hasattr(tarfile, "tar_filter"):  # Python 3.12+ (and security backports)
+                        tar.extractall(workdir, filter="tar")
+                    else:
+                        tar.extractall(workdir)
+            except tarfile.TarError as exc:
+                raise ValueError("%s: %s" % (archive, exc)) from None
             os.remove(path)  # only the link to YARN's cache
     links = json.loads(env.get("SUBM_FILES_LINKS") or "{}")
     for dest, name in links.items():
@@ -193,7 +205,7 @@ class Executor:
         self.environment = (_sibling(ENVCACHE).ShippedEnvironment(env, self.workdir, log=_log)
                             if env.get("SUBM_ENV_ARCHIVE") else None)
         self.am = am_client.AMClient(am_client.discover_am(env), am_client.read_token(env), self.executor_id)
-        self.instructions = queue.Queue()
+        self.instructions = SimpleQueue()
         self.reservation = None
         self.child = None
         self.child_attempt = None
@@ -261,6 +273,9 @@ class Executor:
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
+        global subprocess
+        if subprocess is None:
+            import subprocess
         try:
             if self.environment is not None:
                 self.environment.apply(env)
@@ -277,7 +292,7 @@ class Executor:
         self.child_attempt = instr["attempt"]
         self.stopping = self.killed = False
         if instr.get("gpus") and self.gpu is None:
-            self.gpu = nvml.GpuSampler(env)
+            self.gpu = _sibling("nvml").GpuSampler(env)
             if self.gpu.active:
                 every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
                 threading.Thread(target=self.sample_gpus, args=(every,), daemon=True).start()
@@ -360,12 +375,15 @@ class Executor:
     # -- main loop -------------------------------------------------------------
     def run(self):
         self.register()
+        # Linux process settings (prctl, through ctypes) once registered: before any command starts.
+        proctree.die_with_parent(signal.SIGTERM)
+        proctree.become_subreaper()
         threading.Thread(target=self.poll_forever, daemon=True).start()
         while True:
             self.check_child()
             try:
                 instr = self.instructions.get(timeout=0.05 if self.child else 1.0)
-            except queue.Empty:
+            except Empty:
                 continue
             op = instr["op"]
             if op == "run":
@@ -390,13 +408,11 @@ class Executor:
 
 
 def main():
-    proctree.die_with_parent(signal.SIGTERM)
-    proctree.become_subreaper()
     if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
         log_to_container(os.environ)
     try:
         lay_out_files(os.environ, os.environ.get("SUBM_WORKDIR") or os.getcwd())
-    except (OSError, ValueError, tarfile.TarError) as exc:
+    except (OSError, ValueError) as exc:
         _log("cannot lay out the job's files: %s" % exc)
         sys.exit(1)
     try:

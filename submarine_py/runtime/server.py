@@ -40,16 +40,24 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     master: ApplicationMaster
+    #: Executors keep their connections open between calls (their polls are heartbeats).
     protocol_version = "HTTP/1.1"
+    #: A reply is written as headers, then body: without TCP_NODELAY the body can wait for the
+    #: client's delayed ACK (up to 40 ms) on a kept-open connection.
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt: str, *args: Any) -> None:  # keep the AM log for decisions
         log.debug("%s " + fmt, self.address_string(), *args)
 
     def _reply(self, code: int, body: Any, ctype: str = "application/json") -> None:
         data = (json.dumps(body) if ctype == "application/json" else body).encode()
+        if code >= 400:  # a refused request's body may be unread: the connection cannot go on
+            self.close_connection = True
         self.send_response(code)
         self.send_header("Content-Type", ctype + "; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
