@@ -178,8 +178,22 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
             resources: {{memory: {TASK_MB} MiB, vcores: 1}}
             command: sleep {sleep_s}
         """))
-    proc = subprocess.Popen(subm("run", str(job), "--backend", "yarn", "--output", "json", "--quiet"),
+    proc = subprocess.Popen(subm("run", str(job), "--backend", "yarn", "--output", "json"),
                             env=subm_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Progress lines: `subm status` is timed once the AM said "gang ready", so that its probes
+    # (new processes) do not load the machine while the gang assembles.
+    err_lines: List[str] = []
+    gang_ready = threading.Event()
+
+    def read_progress() -> None:
+        for line in proc.stderr:
+            err_lines.append(line)
+            if "gang ready" in line:
+                gang_ready.set()
+        gang_ready.set()
+
+    reader = threading.Thread(target=read_progress, daemon=True)
+    reader.start()
     app_id = ""
     deadline = time.monotonic() + 120
     while not app_id and time.monotonic() < deadline:
@@ -189,13 +203,16 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
         time.sleep(0.2)
     if not app_id:
         proc.kill()
-        raise SystemExit(f"the subm job did not reach YARN: {proc.communicate()}")
+        proc.wait()
+        reader.join(timeout=10)
+        raise SystemExit(f"the subm job did not reach YARN: {''.join(err_lines)}")
     STARTED.append(app_id)
     watch = MemoryWatch(app_id)
     watch.start()
     status_s: List[float] = []
     try:
         # subm status while the tasks run: once the gang is up.
+        gang_ready.wait(timeout=600)
         while proc.poll() is None and len(status_s) < 5:
             t0 = time.perf_counter()
             out = subprocess.run(subm("status", app_id, "--output", "json"), env=subm_env(),
@@ -209,7 +226,10 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
                 status_s.append(took)
             else:
                 time.sleep(1)
-        out, err = proc.communicate(timeout=900)
+        out = proc.stdout.read()
+        proc.wait(timeout=900)
+        reader.join(timeout=10)
+        err = "".join(err_lines)
     finally:
         watch.stopped.set()
         watch.join()
@@ -229,15 +249,22 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
 
 # -- plain skein -------------------------------------------------------------------------------
 
-def skein_running(client, n: int, hosts: List[str], sleep_s: int) -> float:
+def skein_running(client, n: int, hosts: List[str], sleep_s: int, stamp_dir: Path) -> Dict[str, Optional[float]]:
+    """Seconds from submission until every container is RUNNING (skein's view: the NodeManager
+    accepted its start), and until every container's process has started (its own timestamp,
+    written to ``stamp_dir``: the rig's nodes share this machine's /tmp)."""
     import skein
 
+    stamp_dir.mkdir(parents=True, exist_ok=True)
+    for f in stamp_dir.iterdir():
+        f.unlink()
     t0 = time.time()
     spec = skein.ApplicationSpec(
         name=f"bench-skein-scale-{n}", queue="default", tags=["subm-bench"], max_attempts=1,
         master=skein.Master(resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1)),
         services={"worker": skein.Service(resources=skein.Resources(memory=TASK_MB, vcores=1), instances=n,
-                                          script=f"sleep {sleep_s}", nodes=hosts, relax_locality=True)})
+                                          script=f'date +%s.%N > {stamp_dir}/"$SKEIN_CONTAINER_ID"; '
+                                                 f'sleep {sleep_s}', nodes=hosts, relax_locality=True)})
     app_id = client.submit(spec)
     STARTED.append(app_id)
     try:
@@ -245,8 +272,18 @@ def skein_running(client, n: int, hosts: List[str], sleep_s: int) -> float:
         while True:
             containers = app.get_containers()
             if len(containers) == n and all(str(c.state) == "RUNNING" for c in containers):
-                return time.time() - t0
+                running = time.time() - t0
+                break
             time.sleep(0.5)
+        started = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            stamps = [f for f in stamp_dir.iterdir() if f.stat().st_size]
+            if len(stamps) == n:
+                started = max(float(f.read_text()) for f in stamps) - t0
+                break
+            time.sleep(0.5)
+        return {"running": running, "started": started}
     finally:
         client.kill_application(app_id)
 
@@ -274,7 +311,7 @@ def main() -> int:
     client = client_for(os.path.realpath(conf_dir))
     workdir = Path(tempfile.mkdtemp(prefix="subm-bench-scale-"))
     results: List[Dict[str, Optional[float]]] = []
-    plain: List[float] = []
+    plain: List[Dict[str, Optional[float]]] = []
     try:
         for rep in range(args.reps):
             for which in (("subm", "skein") if rep % 2 == 0 else ("skein", "subm")):
@@ -283,8 +320,8 @@ def main() -> int:
                     results.append(subm_run(workdir, args.tasks, args.sleep))
                     log(f"rep {rep + 1}: subm {results[-1]}")
                 else:
-                    plain.append(skein_running(client, args.tasks, hosts, args.sleep))
-                    log(f"rep {rep + 1}: skein RUNNING {plain[-1]:.2f} s")
+                    plain.append(skein_running(client, args.tasks, hosts, args.sleep, workdir / "stamps"))
+                    log(f"rep {rep + 1}: skein {plain[-1]}")
     finally:
         for app_id in STARTED:
             kill_app(app_id)
@@ -293,14 +330,20 @@ def main() -> int:
         values = [r[key] for r in results if r[key] is not None]
         return statistics.median(values) if values else None
 
-    ready, skein_s = med("ready"), statistics.median(plain)
+    ready, skein_s = med("ready"), statistics.median(p["running"] for p in plain)
+    started = [p["started"] for p in plain if p["started"] is not None]
+    skein_started = statistics.median(started) if started else None
     over = ready - skein_s
     print(f"# scale on YARN, {datetime.date.today()}: {args.tasks} tasks ({TASK_MB} MiB, 1 vcore, sleep "
           f"{args.sleep} s), {len(hosts)} node(s), {args.reps} rep(s), medians; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"subm gang ready:        {fmt(ready)}")
     print(f"skein RUNNING:          {fmt(skein_s)}")
-    print(f"subm - skein:           {over:+.2f} s ({over / (args.tasks / 64):+.2f} s per 64 tasks; goal <= 1)")
+    print(f"skein procs started:    {fmt(skein_started)} (every container's process has started)")
+    print(f"subm - skein RUNNING:   {over:+.2f} s ({over / (args.tasks / 64):+.2f} s per 64 tasks; goal <= 1)")
+    if skein_started is not None:
+        over_started = ready - skein_started
+        print(f"subm - skein started:   {over_started:+.2f} s ({over_started / (args.tasks / 64):+.2f} s per 64 tasks)")
     print(f"AM peak RSS (python):   {fmt(med('am_python_mib'), 'MiB')}")
     print(f"AM peak RSS (java):     {fmt(med('am_java_mib'), 'MiB')}")
     print(f"AM container peak RSS:  {fmt(med('am_sum_mib'), 'MiB')} (python + java; goal < 512 MiB)")
