@@ -9,12 +9,15 @@ containers with the AM), then the AM's URL. Figures, seconds, medians:
 
 * launch -> last registered: the N processes started -> the last ``/v1/register``;
 * publish -> last registered: the AM's URL published -> the last ``/v1/register``
-  (what the discovery backoff adds).
+  (what the discovery backoff adds);
+* CPU per executor: user + system time of the N processes (they leave once registered), over N.
 
-It compares the executor of a git revision (``--old-ref``, run as the YARN script ran it
-then) with the working tree's (``python -S``, capped backoff), interleaved.
+It compares the executor of a git revision (``--old-ref``, with the sibling modules it had
+then, run as the YARN script ran it then: ``--old-flags``) with the working tree's
+(``python -S``), interleaved.
 
     python3 bench/executor_startup.py [--n 15] [--reps 8] [--publish 1.5-4.5] [--old-ref 631a218]
+    python3 bench/executor_startup.py --old-ref 317fe89 --old-flags=-S
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,6 +87,7 @@ class StandInAM:
 def one_run(executor: str, argv_prefix: List[str], n: int, publish_after: float) -> Dict[str, float]:
     am = StandInAM()
     procs = []
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     for i in range(n):
         env = dict(os.environ, SUBM_TOKEN="t", SUBM_ROLE="worker", SUBM_AM_DISCOVERY=am.url + "/am",
@@ -95,8 +100,11 @@ def one_run(executor: str, argv_prefix: List[str], n: int, publish_after: float)
     for p in procs:
         p.wait(60)
     am.server.shutdown()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     last = max(am.registered.values()) if len(am.registered) == n else float("nan")
-    return {"launch -> last registered": last - t0, "publish -> last registered": last - t_publish}
+    return {"launch -> last registered": last - t0, "publish -> last registered": last - t_publish,
+            "cpu ms per executor": cpu / n * 1000}
 
 
 def main() -> int:
@@ -105,15 +113,20 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=8)
     parser.add_argument("--publish", default="1.5-4.5", help="seconds until the AM's URL is published: LOW-HIGH")
     parser.add_argument("--old-ref", default="631a218")
+    parser.add_argument("--old-flags", default="", help="interpreter flags for the old executor (e.g. -S)")
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="subm-bench-exec-") as tmp:
-        old = Path(tmp) / "old_executor.py"
-        old.write_text(subprocess.run(["git", "-C", str(REPO), "show", f"{args.old_ref}:submarine_py/runtime/executor.py"],
-                                      capture_output=True, text=True, check=True).stdout)
+        old = Path(tmp) / "executor.py"
+        for name in ("executor", "proctree", "nvml", "am_client", "envcache"):  # the siblings, where it had them
+            shown = subprocess.run(["git", "-C", str(REPO), "show", f"{args.old_ref}:submarine_py/runtime/{name}.py"],
+                                   capture_output=True, text=True)
+            if shown.returncode == 0:
+                (Path(tmp) / f"{name}.py").write_text(shown.stdout)
         new = REPO / "submarine_py" / "runtime" / "executor.py"
-        variants = {f"{args.old_ref} (python, backoff cap 1 s)": (str(old), [args.python]),
-                    "this tree (python -S, cap 0.25 s)": (str(new), [args.python, "-S"])}
+        old_flags = args.old_flags.split()
+        variants = {f"{args.old_ref} (python {' '.join(old_flags)})": (str(old), [args.python, *old_flags]),
+                    "this tree (python -S)": (str(new), [args.python, "-S"])}
         results: Dict[str, List[Dict[str, float]]] = {k: [] for k in variants}
         low, high = (float(x) for x in args.publish.split("-"))
         for rep in range(args.reps):
@@ -125,13 +138,14 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(f"# {args.n} executors at once, AM published {args.publish} s after, {args.reps} reps, medians (s); "
           f"load average {load:.1f} on {os.cpu_count()} CPUs")
-    print("| executor | launch -> last registered | publish -> last registered |")
-    print("|---|---:|---:|")
+    print("| executor | launch -> last registered | publish -> last registered | CPU per executor |")
+    print("|---|---:|---:|---:|")
     for name, runs in results.items():
         a = statistics.median(r["launch -> last registered"] for r in runs)
         b = statistics.median(r["publish -> last registered"] for r in runs)
         worst = max(r["publish -> last registered"] for r in runs)
-        print(f"| {name} | {a:.2f} | {b:.2f} (worst {worst:.2f}) |")
+        cpu = statistics.median(r["cpu ms per executor"] for r in runs)
+        print(f"| {name} | {a:.2f} | {b:.2f} (worst {worst:.2f}) | {cpu:.0f} ms |")
     return 0
 
 
