@@ -77,6 +77,33 @@ def test_without_a_checksum_the_cache_computes_it(tmp_path):
     assert Path(folder).name == envcache.sha256_of(str(archive))
 
 
+def test_a_localized_archive_is_hashed_once_per_node_and_file(tmp_path, monkeypatch):
+    """An archive on the cluster's filesystem reaches later jobs as the same localized file:
+    its checksum is remembered by real path, size and mtime, not computed in every container."""
+    (tmp_path / "filecache").mkdir()
+    archive = make_tar(tmp_path / "filecache" / "env.tar.gz")
+    link = tmp_path / "container" / "subm-environment.tar.gz"
+    link.parent.mkdir()
+    link.symlink_to(archive)  # as YARN links a localized file into a container's folder
+    cache = tmp_path / "cache"
+    folder, fd, _ = envcache.ensure(str(link), None, str(cache))
+    os.close(fd)
+    hashed = []
+    monkeypatch.setattr(envcache, "sha256_of", lambda path: hashed.append(path) or "0" * 64)
+    again, fd, unpacked = envcache.ensure(str(link), None, str(cache))
+    os.close(fd)
+    assert (again, unpacked, hashed) == (folder, False, [])
+    archive.write_bytes(archive.read_bytes() + b"\0" * 1024)  # another file now: hashed again
+    envcache._remembered_sha256(str(link), str(cache))
+    assert hashed == [str(archive)]
+    # The cleaner ages the memos out with the environments.
+    old = time.time() - 8 * 86400
+    for memo in cache.glob(".sum-*"):
+        os.utime(memo, (old, old))
+    envcache.clean(str(cache), max_age_days=7)
+    assert list(cache.glob(".sum-*")) == []
+
+
 def test_a_wrong_checksum_leaves_nothing_in_the_cache(tmp_path):
     archive = make_tar(tmp_path / "env.tar.gz")
     cache = tmp_path / "cache"

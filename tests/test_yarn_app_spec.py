@@ -139,6 +139,16 @@ def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.tar.gz"
     assert worker.env["SUBM_ENV_CACHE"] == "/var/cache/subm-envs"
     assert 'exec "$SUBM_PY" -S subm_executor.py' in worker.script
+    # skein uploads a local archive into the application's staging directory: per job.
+    assert worker.files["subm-environment.tar.gz"].visibility == "APPLICATION"
+
+
+def test_an_archive_on_the_cluster_filesystem_is_kept_in_the_nodes_cache_across_jobs(tmp_path):
+    spec = build(tmp_path, environment={"archive": "hdfs://nn:8020/envs/py311.tar.gz"})
+    shipped = spec.services["worker"].files["subm-environment.tar.gz"]
+    # PRIVATE: the NodeManager's per-user cache keeps it for later jobs with the same file.
+    assert (shipped.source, shipped.type, shipped.visibility) == \
+        ("hdfs://nn:8020/envs/py311.tar.gz", "FILE", "PRIVATE")
 
 
 def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):

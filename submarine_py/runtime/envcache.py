@@ -9,6 +9,9 @@ every later container and job with the same content.
 Layout of the cache folder (one per user, ``/tmp/subm-envs-<uid>`` by default)::
 
     <sha256>/          an unpacked environment, complete (it appears by an atomic rename)
+    .sum-<key>         the sha256 of an archive file YARN localized on this node, by its real
+                       path, size and mtime (an archive on the cluster's filesystem is localized
+                       once per node for all of a user's jobs: later containers skip hashing it)
     <sha256>.lock      flock: exclusive while unpacking or removing, shared while in use;
                        its mtime is the entry's last use
     .tmp-<sha256>-...  an unpack in progress (or left by a crash: removed by age)
@@ -88,7 +91,7 @@ def ensure(archive, sha256=None, cache_dir=None, log=None):
     cache_dir = cache_dir or default_cache_dir()
     os.makedirs(cache_dir, mode=0o755, exist_ok=True)
     if not sha256:
-        sha256 = sha256_of(archive)
+        sha256 = _remembered_sha256(archive, cache_dir)
     target = os.path.join(cache_dir, sha256)
     lock_path = target + ".lock"
     fd = _locked(lock_path, fcntl.LOCK_SH)
@@ -113,6 +116,31 @@ def ensure(archive, sha256=None, cache_dir=None, log=None):
         log("reusing the environment cached in %s" % target)
     os.utime(lock_path)  # last use, for the age cleaning
     return target, fd, unpacked
+
+
+def _remembered_sha256(archive, cache_dir):
+    """sha256 of ``archive``, remembered in the cache by the file's real path, size and mtime."""
+    real = os.path.realpath(archive)
+    st = os.stat(real)
+    key = hashlib.sha256(("%s:%d:%d" % (real, st.st_size, st.st_mtime_ns)).encode()).hexdigest()[:32]
+    memo = os.path.join(cache_dir, ".sum-" + key)
+    try:
+        with open(memo) as f:
+            found = f.read().strip()
+        if len(found) == 64:
+            os.utime(memo)
+            return found
+    except OSError:
+        pass
+    sha256 = sha256_of(real)
+    tmp = "%s.%d" % (memo, os.getpid())
+    try:
+        with open(tmp, "w") as f:
+            f.write(sha256)
+        os.replace(tmp, memo)
+    except OSError:
+        pass  # only a memo
+    return sha256
 
 
 def _unpack_atomically(archive, sha256, cache_dir, target):
@@ -209,6 +237,13 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
         if name.startswith((".tmp-", ".trash-")):
             if age > LEFTOVER_SECONDS:
                 shutil.rmtree(path, ignore_errors=True)
+            continue
+        if name.startswith(".sum-"):
+            if age > max_age_days * 86400:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             continue
         if not name.endswith(".lock") or age < max_age_days * 86400:
             continue

@@ -113,9 +113,14 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     archive = plan.job.environment.archive
     env_files: Dict[str, object] = {}
     if archive:
-        # A plain file (localized once per node for the application, never unpacked by YARN):
-        # the executor unpacks it into the node's cache unless an earlier job already did.
-        env_files[archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]] = skein.File(source=archive, type="file")
+        # A plain file (never unpacked by YARN): the executor unpacks it into the node's cache
+        # unless an earlier job already did. One on the cluster's filesystem is localized
+        # PRIVATE, so that the NodeManager's per-user cache keeps it for every later job of
+        # the user with the same file (YARN keys it by path and modification time): a second
+        # run neither copies nor unpacks it. A local one is uploaded into each application's
+        # staging directory by skein, so it can only be APPLICATION (once per node and job).
+        env_files[archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]] = skein.File(
+            source=archive, type="file", visibility="private" if "://" in archive else "application")
         env_files[ENVCACHE_FILE] = skein.File(source=os.path.abspath(envcache_module.__file__), type="file")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
