@@ -113,6 +113,15 @@ def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
     assert "restart policy 'never'" in report["diagnostics"]
 
 
+def test_the_jobs_lost_after_seconds_sets_the_silence_and_the_heartbeat_executors_are_told():
+    for lost, heartbeat in ((6, 2.0), (30, 2.0), (1.5, 0.5)):
+        plan = make_plan(JobSpec.from_dict(dict({"name": "t", "timeouts": {"lost_after_seconds": lost}}, **WORKERS)))
+        am = ApplicationMaster(plan, "local_test", FakeContainers(lambda role, index, attempt: 0))
+        assert (am.executor_lost_seconds, am.heartbeat_seconds) == (lost, heartbeat)
+        reply = am.on_register({"executor": "e0", "role": "worker", "index": 0, "host": "h", "port": 1})
+        assert reply["heartbeat"] == heartbeat
+
+
 def test_an_am_that_was_not_running_does_not_blame_the_executors():
     """A gap in the AM's own loop (suspended, starved of CPU) is not the executors' silence."""
     am = am_for(WORKERS, FakeContainers(lambda role, index, attempt: 0))

@@ -332,6 +332,23 @@ def test_a_bad_stop_grace_is_refused_naming_the_field(grace):
     assert "timeouts.stop_grace_seconds: expected a number of seconds from 0 to 3600" in str(err.value)
 
 
+@pytest.mark.parametrize("lost", [1, 2.5, 30, 600])
+def test_the_heartbeat_silence_before_an_executor_is_lost_is_a_setting_and_round_trips(lost):
+    spec = JobSpec.from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
+                              "roles": {"worker": {"command": "true"}}})
+    assert spec.timeouts.lost_after_seconds == lost
+    assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}}).timeouts.lost_after_seconds == 6
+
+
+@pytest.mark.parametrize("lost", [0, 0.5, -3, 601, "6s", True, float("nan")])
+def test_a_bad_heartbeat_silence_is_refused_naming_the_field(lost):
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
+                           "roles": {"worker": {"command": "true"}}})
+    assert "timeouts.lost_after_seconds: expected a number of seconds from 1 to 600" in str(err.value)
+
+
 def test_the_environment_cache_dir_must_be_absolute_and_go_with_an_archive(tmp_path):
     archive = tmp_path / "env.tar.gz"
     archive.write_bytes(b"")

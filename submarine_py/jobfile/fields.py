@@ -22,6 +22,9 @@ IMAGE = re.compile(
 )
 RESERVED_ENV_PREFIX = "SUBM_"
 MAX_STOP_GRACE_SECONDS = 3600
+#: timeouts.lost_after_seconds: an executor's heartbeat comes every third of it (at most 2 s).
+MIN_LOST_AFTER_SECONDS = 1
+MAX_LOST_AFTER_SECONDS = 600
 #: A name YARN turns into a file of the container's directory (a ``files`` destination or a
 #: source's base name): YARN's launch script writes it between double quotes, so no ``$``,
 #: backquote, quote, backslash or control character may reach it; no ``:``/``#``/``%``/``?``

@@ -32,6 +32,8 @@ NETWORKS = ("host", "bridge", "none")
 #: framework that ignores SIGTERM adds little to each gang restart (YARN's own SIGTERM-SIGKILL
 #: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
 DEFAULT_STOP_GRACE_SECONDS = 3.0
+#: Three missed heartbeats (one every 2 s): well within the 10 s a dead machine may go unnoticed.
+DEFAULT_LOST_AFTER_SECONDS = 6.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,11 @@ class Timeouts:
     #: checkpoint on SIGTERM against time added to every restart by a task that never exits
     #: on SIGTERM (TensorFlow catches it once its strategy is up).
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
+    #: An executor silent this long is declared lost (a machine that dies closes no connection):
+    #: its container is released and replaced, a failure under the restart policy. Executors
+    #: call the AM every third of it (at most every 2 s). The trade-off: how soon a dead node is
+    #: noticed against a busy or briefly unreachable node mistaken for a dead one.
+    lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,8 @@ class JobSpec:
             "queue": self.queue,
             "restart": {"policy": self.restart.policy.value, "max_restarts": self.restart.max_restarts},
             "timeouts": {"gang_seconds": self.timeouts.gang_seconds,
-                         "stop_grace_seconds": self.timeouts.stop_grace_seconds},
+                         "stop_grace_seconds": self.timeouts.stop_grace_seconds,
+                         "lost_after_seconds": self.timeouts.lost_after_seconds},
             "roles": {name: role.to_dict() for name, role in self.roles.items()},
             "files": dict(self.files),
         }

@@ -16,12 +16,12 @@ from ..states import RestartPolicy
 from ..units import parse_memory
 from .fields import (
     ENV_NAME, FILE_NAME, FILE_NAME_RULE, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS,
-    MAX_STOP_GRACE_SECONDS, MAX_TAG_CHARS, MAX_TAGS, MAX_VCORES, MOUNT_PATH, NODE_LABEL, QUEUE,
+    MAX_LOST_AFTER_SECONDS, MAX_STOP_GRACE_SECONDS, MAX_TAG_CHARS, MIN_LOST_AFTER_SECONDS, MAX_TAGS, MAX_VCORES, MOUNT_PATH, NODE_LABEL, QUEUE,
     RESERVED_ENV_PREFIX, ROLE_NAME, base_name, exec_limit_problems, join_path, mount_problem, show,
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, RESTART_POLICIES, ROLE_FIELDS,
+    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, RESTART_POLICIES, ROLE_FIELDS,
     DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
 )
 
@@ -136,13 +136,22 @@ class Builder(ProblemCollector):
         return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
 
     def timeouts(self, value: Any) -> Timeouts:
-        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds"))
+        d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds",
+                                             "lost_after_seconds"))
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
         grace = self.seconds(d.get("stop_grace_seconds"), "timeouts.stop_grace_seconds",
                              DEFAULT_STOP_GRACE_SECONDS, MAX_STOP_GRACE_SECONDS)
-        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace)
+        lost, lost_s = d.get("lost_after_seconds"), DEFAULT_LOST_AFTER_SECONDS
+        if lost is not None:
+            if isinstance(lost, bool) or not isinstance(lost, (int, float)) \
+                    or not MIN_LOST_AFTER_SECONDS <= lost <= MAX_LOST_AFTER_SECONDS:
+                self.fail("timeouts.lost_after_seconds", f"expected a number of seconds from "
+                          f"{MIN_LOST_AFTER_SECONDS} to {MAX_LOST_AFTER_SECONDS}, got {show(lost)}")
+            else:
+                lost_s = float(lost)
+        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s)
 
     def roles(self, value: Any, job_docker: Optional[DockerSpec]) -> Dict[str, RoleSpec]:
         if value is None:

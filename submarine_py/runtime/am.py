@@ -32,7 +32,7 @@ from .containers import Containers
 from .diagnostics import gang_missing, quote_tail, restarts_spent
 from .gpu_usage import add_samples, idle_seconds_setting, sample_seconds_setting
 from .records import Executor, Task, shown
-from .recovery import EXECUTOR_LOST_SECONDS, HEARTBEAT_SECONDS, Recovery
+from .recovery import HEARTBEAT_SECONDS, Recovery
 
 log = logging.getLogger("subm.am")
 
@@ -87,8 +87,10 @@ class ApplicationMaster(Recovery):
         #: The signal that ended the job, if any: YARN may then record FAILED whatever this AM
         #: asks for (the SIGTERM reaches skein's AM too), so the last log line claims no verdict.
         self.signalled: Optional[str] = None
-        self.heartbeat_seconds = HEARTBEAT_SECONDS
-        self.executor_lost_seconds = EXECUTOR_LOST_SECONDS
+        #: timeouts.lost_after_seconds; executors are told to call every third of it (at most
+        #: HEARTBEAT_SECONDS), so that a silence that long is three missed calls.
+        self.executor_lost_seconds = plan.job.timeouts.lost_after_seconds
+        self.heartbeat_seconds = min(HEARTBEAT_SECONDS, self.executor_lost_seconds / 3)
         self.gpu_idle_seconds = idle_seconds_setting()
         self.gpu_sample_seconds = sample_seconds_setting()
         try:

@@ -28,9 +28,6 @@ log = logging.getLogger("subm.am")
 
 #: An executor calls the AM at least this often: its long poll for instructions returns after it.
 HEARTBEAT_SECONDS = 2.0
-#: Silence after which a registered executor is declared lost: three missed polls, so a busy
-#: executor is not mistaken for a dead one, and well within the 10 s the AM has to notice.
-EXECUTOR_LOST_SECONDS = 6.0
 #: Launches of one task in a row whose container ended before its executor registered, after
 #: which the job fails whatever restarts are left: another container would fail the same way.
 MAX_FAILED_LAUNCHES = 3
