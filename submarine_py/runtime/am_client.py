@@ -8,7 +8,8 @@ every task container starts an executor, and importing urllib (http.client, emai
 each of them about 60 ms of CPU before it could register, which hundreds of executors starting
 at once on a node pay together. The client also keeps its connections to the AM open, so the
 long polls that serve as heartbeats cost no new connection each. ``https://`` addresses (an RM
-web proxy behind TLS) still go through urllib, imported only then.
+web proxy behind TLS) still go through urllib, imported only then. It connects directly, whatever
+``http_proxy`` says: the AM and the RM are the cluster's own hosts.
 """
 import json
 import os
@@ -45,6 +46,10 @@ def split_url(url):
     if not host:
         raise ValueError("no host in %r" % url)
     return scheme, host, int(port) if port else (443 if scheme == "https" else 80), slash + path or "/"
+
+
+def host_header(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
 class _Connection:
@@ -139,14 +144,14 @@ def fetch(url, method="GET", headers=None, data=None, timeout=10.0):
             return _urllib_request(url, method, headers, data, timeout)
         conn = _Connection(host, port, timeout)
         try:
-            status, reply, body = conn.request(method, "%s:%d" % (host, port), path, headers, data, timeout)
+            status, reply, body = conn.request(method, host_header(host, port), path, headers, data, timeout)
         finally:
             conn.close()
         location = reply.get("location")
         if status not in (301, 302, 303, 307, 308) or not location:
             return status, body
         if location.startswith("/"):
-            location = "%s://%s:%d%s" % (scheme, host, port, location)
+            location = "%s://%s%s" % (scheme, host_header(host, port), location)
         url = location
         if status == 303:
             method, data = "GET", None
@@ -178,7 +183,7 @@ class AMClient:
             if conn is None:
                 conn = _Connection(self.host, self.port, timeout)
             try:
-                status, _, body = conn.request(method, "%s:%d" % (self.host, self.port), self.base + path,
+                status, _, body = conn.request(method, host_header(self.host, self.port), self.base + path,
                                                headers, data, timeout)
             except (OSError, ValueError):
                 conn.close()

@@ -45,6 +45,9 @@ class _Handler(BaseHTTPRequestHandler):
     #: A reply is written as headers, then body: without TCP_NODELAY the body can wait for the
     #: client's delayed ACK (up to 40 ms) on a kept-open connection.
     disable_nagle_algorithm = True
+    #: A kept connection idle this long is closed (its thread ends): an executor on a machine
+    #: that died never closes its own. Executors reconnect transparently when they call again.
+    timeout = 120
 
     def log_message(self, fmt: str, *args: Any) -> None:  # keep the AM log for decisions
         log.debug("%s " + fmt, self.address_string(), *args)
