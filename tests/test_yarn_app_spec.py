@@ -90,16 +90,22 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert "exec /opt/py/bin/python3 \"$@\"" in worker.script and "ln -s" not in worker.script
 
 
-def test_the_executor_travels_with_the_modules_it_imports_under_reserved_names(tmp_path):
-    """Every file of the executor is localized beside it, and no job file may take its name."""
+def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
+    """One file for YARN to localize per container (each costs the NodeManager's work before
+    the process starts), written at submission; no job file may take its modules' names."""
     from submarine_py.jobfile.files import RESERVED_FILES
+    from submarine_py.runtime import executor
 
-    worker = build(tmp_path).services["worker"]
-    assert EXECUTOR_FILE in EXECUTOR_FILES and len(EXECUTOR_FILES) > 1
-    for name in EXECUTOR_FILES:
-        assert name in RESERVED_FILES
-        assert os.path.isfile(worker.files[name].source.replace("file://", ""))
-    assert ENVCACHE_FILE in RESERVED_FILES
+    opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088",
+                       executor_bundle=str(tmp_path / EXECUTOR_FILE))
+    plan = make_plan(JobSpec.from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
+    worker = build_application_spec(plan, opts).services["worker"]
+    assert EXECUTOR_FILES == (EXECUTOR_FILE,)
+    assert worker.files[EXECUTOR_FILE].source.replace("file://", "") == str(tmp_path / EXECUTOR_FILE)
+    assert set(executor.shipped_files()) | {ENVCACHE_FILE} <= set(RESERVED_FILES)
+    bundle = executor.bundle_source()
+    for module in ("proctree", "nvml", "am_client", "envcache"):
+        assert f"'{module}': " in bundle.split("\n", 1)[0]
 
 
 def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path):
@@ -135,7 +141,7 @@ def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp
     worker = spec.services["worker"]
     # YARN copies it as a file (no per-container unpack); the executor unpacks it once per node.
     assert worker.files["subm-environment.tar.gz"].type == "FILE"
-    assert worker.files[ENVCACHE_FILE].type == "FILE"
+    assert ENVCACHE_FILE not in worker.files  # embedded in the executor's one file
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.tar.gz"
     assert worker.env["SUBM_ENV_CACHE"] == "/var/cache/subm-envs"
     assert 'exec "$SUBM_PY" -S subm_executor.py' in worker.script

@@ -84,6 +84,22 @@ def shipped_files(modules=SIBLINGS):
     return out
 
 
+def bundle_source(modules=SIBLINGS + (ENVCACHE,)):
+    """This executor and ``modules`` as one Python file, the modules' sources embedded
+    (``SUBM_EMBEDDED``, where :func:`_sibling` looks first). On YARN a job's containers get
+    this one file instead of one per module: every localized file costs each container its
+    share of the NodeManager's work before the process can start (about 0.3 s at 15
+    containers for 5 files, measured with plain skein on the rig)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sources = {}
+    for name in modules:
+        with open(os.path.join(here, name + ".py")) as f:
+            sources[name] = f.read()
+    with open(os.path.abspath(__file__)) as f:
+        own = f.read()
+    return "SUBM_EMBEDDED = %r\n%s" % (sources, own)
+
+
 _LOADED = {}
 
 
@@ -96,6 +112,13 @@ def _sibling(name):
 
         return importlib.import_module("." + name, __package__)
     if name not in _LOADED:
+        embedded = globals().get("SUBM_EMBEDDED") or {}
+        if name in embedded:  # the bundle YARN ships (bundle_source)
+            module = type(sys)(shipped_name(name)[:-3])
+            module.__file__ = os.path.abspath(__file__)
+            exec(compile(embedded[name], shipped_name(name), "exec"), module.__dict__)
+            _LOADED[name] = module
+            return module
         here = os.path.dirname(os.path.abspath(__file__))
         for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
             if os.path.exists(path):

@@ -17,17 +17,17 @@ from typing import Dict, Optional, Sequence
 
 from ... import interpreters
 from ...plan import Plan, TaskPlan
-from ...runtime import envcache as envcache_module
 from ...runtime import executor as executor_module
 from ...states import RestartPolicy
 from . import shipping
 
 EXECUTOR_FILE = executor_module.shipped_name("executor")
-#: The executor and the standard-library modules it imports, localized side by side.
-EXECUTOR_FILES = tuple(executor_module.shipped_files())
+#: What containers get of the executor: one file, its modules embedded (executor.bundle_source).
+EXECUTOR_FILES = (EXECUTOR_FILE,)
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
 #: (.pth files, editable installs' finders) would only delay the gang's registration.
-#: Beside the executor: it unpacks environment.archive once per node (envcache.py).
+#: The executor's module that unpacks environment.archive once per node (envcache.py): embedded
+#: in the executor's file on YARN, a file of its own where the local backend ships it.
 ENVCACHE_FILE = executor_module.shipped_name(executor_module.ENVCACHE)
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
@@ -51,6 +51,8 @@ class YarnOptions:
     rm_url: str
     #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
     files_archive: Optional[str] = None
+    #: The executor with its modules as one file (written by submit(): executor.bundle_source).
+    executor_bundle: Optional[str] = None
     node_hosts: Sequence[str] = ()
     python: Optional[str] = None  # default: the submitting interpreter
     #: sha256 of environment.archive, computed at submission (None: the executors compute it).
@@ -121,7 +123,6 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         # staging directory by skein, so it can only be APPLICATION (once per node and job).
         env_files[archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]] = skein.File(
             source=archive, type="file", visibility="private" if "://" in archive else "application")
-        env_files[ENVCACHE_FILE] = skein.File(source=os.path.abspath(envcache_module.__file__), type="file")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
     token = {TOKEN_FILE: skein.File(source=opts.token_file, type="file")}
@@ -133,7 +134,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         env=master_env,
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
-    executor_files = {name: skein.File(source=path, type="file") for name, path in executor_module.shipped_files().items()}
+    executor_files = {EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file")}
     files = plan.job.files
     user_files: Dict[str, object] = {}
     if shipping.local_sources(files):

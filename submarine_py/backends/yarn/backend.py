@@ -28,9 +28,10 @@ from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend
+from ...runtime import executor as executor_module
 from ...runtime.am_process import SIGNALLED
 from . import shipping
-from .app_spec import JOB_FILE, TAG, YarnOptions, build_application_spec
+from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, node_log_sizes, stream_node_log, yarn_user
 from .skein_driver import client_for
 
@@ -64,6 +65,8 @@ class YarnRequest:
     token: str
     #: Where :meth:`YarnBackend.submit` packs the job's local files for skein to ship, if any.
     files_archive: Optional[str] = None
+    #: Where :meth:`YarnBackend.submit` writes the executor with its modules, as one file.
+    executor_bundle: Optional[str] = None
 
     def describe(self) -> str:
         head = (f"# YARN backend: skein's ApplicationSpec; {JOB_FILE} is the validated spec, "
@@ -155,10 +158,13 @@ class YarnBackend(Backend):
         job_file, token_file = os.path.join(job_dir, "job.json"), os.path.join(job_dir, "token")
         files_archive = (os.path.join(job_dir, shipping.FILES_ARCHIVE.lstrip("."))
                          if shipping.local_sources(plan.job.files) else None)
-        opts = replace_options(self._options(plan, job_file, token_file), files_archive=files_archive)
+        executor_bundle = os.path.join(job_dir, EXECUTOR_FILE)
+        opts = replace_options(self._options(plan, job_file, token_file), files_archive=files_archive,
+                               executor_bundle=executor_bundle)
         app_spec = build_application_spec(plan, opts)
         return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token_file=token_file, token=token,
-                           job={"name": plan.job.name, "spec": plan.job.to_dict()}, files_archive=files_archive)
+                           job={"name": plan.job.name, "spec": plan.job.to_dict()}, files_archive=files_archive,
+                           executor_bundle=executor_bundle)
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
@@ -178,6 +184,9 @@ class YarnBackend(Backend):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # role env may be secret
                 with os.fdopen(fd, "w") as f:
                     f.write(text)
+            if request.executor_bundle:
+                with open(request.executor_bundle, "w") as f:
+                    f.write(executor_module.bundle_source())
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
