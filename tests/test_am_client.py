@@ -86,7 +86,6 @@ def test_calls_carry_the_token_and_reuse_one_connection(server):
     assert [s["path"] for s in Recorder.seen] == ["/base/v1/x"] * 5
     assert {s["auth"] for s in Recorder.seen} == {"Bearer s3cret"}
     assert len(Recorder.connections) == 1
-    client.close()
 
 
 @pytest.mark.unit

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from submarine_py.backends.yarn.app_spec import (ENVCACHE_FILE, EXECUTOR_FILE, EXECUTOR_FILES, JOB_FILE, TOKEN_FILE,
+from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_FILE,
                                                   YarnOptions, build_application_spec)
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan
@@ -80,7 +80,7 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     spec = build(tmp_path)
     worker = spec.services["worker"]
     # The job's files travel as one archive that the executor unpacks as real files.
-    assert set(worker.files) == {*EXECUTOR_FILES, TOKEN_FILE, FILES_ARCHIVE}
+    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE}
     assert worker.env["SUBM_FILES_ARCHIVE"] == FILES_ARCHIVE
     assert worker.env["SUBM_ROLE"] == "worker"
     assert worker.env["SUBM_TOKEN_FILE"] == TOKEN_FILE
@@ -100,9 +100,9 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
                        executor_bundle=str(tmp_path / EXECUTOR_FILE))
     plan = make_plan(JobSpec.from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
     worker = build_application_spec(plan, opts).services["worker"]
-    assert EXECUTOR_FILES == (EXECUTOR_FILE,)
+    assert [name for name in worker.files if name.startswith("subm_") and name.endswith(".py")] == [EXECUTOR_FILE]
     assert worker.files[EXECUTOR_FILE].source.replace("file://", "") == str(tmp_path / EXECUTOR_FILE)
-    assert set(executor.shipped_files()) | {ENVCACHE_FILE} <= set(RESERVED_FILES)
+    assert set(executor.shipped_files()) | {executor.shipped_name(executor.ENVCACHE)} <= set(RESERVED_FILES)
     bundle = executor.bundle_source()
     for module in ("proctree", "nvml", "am_client", "envcache"):
         assert f"'{module}': " in bundle.split("\n", 1)[0]
@@ -114,7 +114,7 @@ def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path
     spec = build(tmp_path, files={"train.py": "train.py", "data/input.txt": "data/input.txt",
                                   "lib/big.bin": "hdfs://nn/data/big.bin"})
     worker = spec.services["worker"]
-    assert set(worker.files) == {*EXECUTOR_FILES, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
+    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
     assert worker.files[".subm-url-0"].source == "hdfs://nn/data/big.bin"
     assert json.loads(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
 
@@ -141,7 +141,7 @@ def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp
     worker = spec.services["worker"]
     # YARN copies it as a file (no per-container unpack); the executor unpacks it once per node.
     assert worker.files["subm-environment.tar.gz"].type == "FILE"
-    assert ENVCACHE_FILE not in worker.files  # embedded in the executor's one file
+    assert "subm_envcache.py" not in worker.files  # embedded in the executor's one file
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.tar.gz"
     assert worker.env["SUBM_ENV_CACHE"] == "/var/cache/subm-envs"
     assert 'exec "$SUBM_PY" -S subm_executor.py' in worker.script

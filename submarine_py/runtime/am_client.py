@@ -217,12 +217,6 @@ class AMClient:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    def close(self):
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
 
 class PortReservation:
     """A bound (not listening) socket that keeps other processes off a port.

@@ -2,10 +2,11 @@
 """submarine-py executor: one per task container, standard library only.
 
 It must run inside any user image that has ``python3`` (as ``python3 -S``), so it imports
-nothing outside the standard library. It is shipped to containers with the few modules it
-imports (:data:`SIBLINGS`, and ``envcache.py`` with environment.archive), as
-``subm_executor.py`` beside ``subm_<module>.py`` files (:func:`shipped_files`); this file
-holds the executor's life and its task's process, the siblings the rest.
+nothing outside the standard library. It goes to containers with the few modules it imports
+(:data:`SIBLINGS`, and ``envcache.py`` with environment.archive): on YARN as one file, their
+sources embedded (:func:`bundle_source`); locally as ``subm_executor.py`` beside
+``subm_<module>.py`` files (:func:`shipped_files`). This file holds the executor's life and
+its task's process, the siblings the rest.
 
 Life of an executor::
 
@@ -50,10 +51,11 @@ except ImportError:  # pragma: no cover - another Python
 # the whole node pays at the moment the gang assembles (see am_client.py).
 subprocess = None
 
-#: The modules the executor imports, standard library only like itself, shipped beside it
-#: (see :func:`shipped_files`): process tree, NVML sampling, talking to the AM.
+#: The modules the executor imports, standard library only like itself, shipped with it
+#: (see :func:`shipped_files`, :func:`bundle_source`): process tree, NVML sampling, the AM.
 SIBLINGS = ("proctree", "nvml", "am_client")
-#: Shipped only with environment.archive, loaded only then (see ``envcache.py``).
+#: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
+#: modules travel as files of their own.
 ENVCACHE = "envcache"
 
 #: SIGTERM -> SIGKILL when the task is stopped; the AM sends the job's
@@ -90,13 +92,11 @@ def bundle_source(modules=SIBLINGS + (ENVCACHE,)):
     this one file instead of one per module: every localized file costs each container its
     share of the NodeManager's work before the process can start (about 0.3 s at 15
     containers for 5 files, measured with plain skein on the rig)."""
-    here = os.path.dirname(os.path.abspath(__file__))
     sources = {}
-    for name in modules:
-        with open(os.path.join(here, name + ".py")) as f:
-            sources[name] = f.read()
-    with open(os.path.abspath(__file__)) as f:
-        own = f.read()
+    for name, path in shipped_files(("executor",) + tuple(modules)).items():
+        with open(path) as f:
+            sources[name[len("subm_"):-len(".py")]] = f.read()
+    own = sources.pop("executor")
     return "SUBM_EMBEDDED = %r\n%s" % (sources, own)
 
 
@@ -112,26 +112,26 @@ def _sibling(name):
 
         return importlib.import_module("." + name, __package__)
     if name not in _LOADED:
-        embedded = globals().get("SUBM_EMBEDDED") or {}
-        if name in embedded:  # the bundle YARN ships (bundle_source)
-            module = type(sys)(shipped_name(name)[:-3])
-            module.__file__ = os.path.abspath(__file__)
-            exec(compile(embedded[name], shipped_name(name), "exec"), module.__dict__)
-            _LOADED[name] = module
-            return module
-        here = os.path.dirname(os.path.abspath(__file__))
-        for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
-            if os.path.exists(path):
-                module = type(sys)(shipped_name(name)[:-3])  # a plain module (importlib costs imports)
-                module.__file__ = path
-                with open(path, "rb") as f:
-                    code = compile(f.read(), path, "exec")
-                exec(code, module.__dict__)
-                _LOADED[name] = module
-                break
-        else:
-            raise ImportError("%s.py is not beside %s" % (name, __file__))
+        path, source = _sibling_source(name)
+        module = type(sys)(shipped_name(name)[:-3])  # a plain module (importlib costs imports)
+        module.__file__ = path
+        exec(compile(source, path, "exec"), module.__dict__)
+        _LOADED[name] = module
     return _LOADED[name]
+
+
+def _sibling_source(name):
+    """``(file name, source)`` of a sibling: embedded in this file (the bundle YARN ships),
+    else ``subm_<name>.py`` or ``<name>.py`` beside it."""
+    embedded = globals().get("SUBM_EMBEDDED") or {}
+    if name in embedded:
+        return shipped_name(name), embedded[name]
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return path, f.read()
+    raise ImportError("%s.py is not beside %s" % (name, __file__))
 
 
 proctree, am_client = _sibling("proctree"), _sibling("am_client")  # nvml: when a task has GPUs

@@ -21,14 +21,10 @@ from ...runtime import executor as executor_module
 from ...states import RestartPolicy
 from . import shipping
 
-EXECUTOR_FILE = executor_module.shipped_name("executor")
 #: What containers get of the executor: one file, its modules embedded (executor.bundle_source).
-EXECUTOR_FILES = (EXECUTOR_FILE,)
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
 #: (.pth files, editable installs' finders) would only delay the gang's registration.
-#: The executor's module that unpacks environment.archive once per node (envcache.py): embedded
-#: in the executor's file on YARN, a file of its own where the local backend ships it.
-ENVCACHE_FILE = executor_module.shipped_name(executor_module.ENVCACHE)
+EXECUTOR_FILE = executor_module.shipped_name("executor")
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
 ENV_ARCHIVE = "subm-environment"
