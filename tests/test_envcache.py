@@ -110,7 +110,7 @@ def test_a_wrong_checksum_leaves_nothing_in_the_cache(tmp_path):
     with pytest.raises(envcache.EnvCacheError, match="computed at submission"):
         envcache.ensure(str(archive), "0" * 64, str(cache))
     assert not (cache / ("0" * 64)).exists()
-    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []
+    assert [p.name for p in cache.iterdir() if not p.name.endswith((".lock", ".unpack"))] == []
 
 
 def test_a_corrupt_archive_is_an_error_naming_it(tmp_path):
@@ -145,6 +145,44 @@ def test_containers_starting_together_unpack_once(tmp_path, maker, name):
     assert sorted(unpacked for _, unpacked in found) == [False, False, False, True]
 
 
+
+def _ensure_and_keep_using(archive: str, sha: str, cache: str, results, done) -> None:
+    """A container: prepares the environment, then keeps it in use until the job ends."""
+    folder, fd, unpacked = envcache.ensure(archive, sha, cache)
+    results.put((folder, unpacked))
+    done.wait(60)
+    os.close(fd)
+
+
+@pytest.mark.parametrize("maker,name", [(make_tar, "env.tar.gz"), (make_zip, "env.zip")], ids=["tar.gz", "zip"])
+def test_containers_missing_the_cache_together_each_get_it_while_the_others_use_it(tmp_path, maker, name):
+    """The regression: one unpacked and kept it in use, the other waited for it to exit."""
+    archive = maker(tmp_path / name)
+    sha = envcache.sha256_of(str(archive))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # A container that took the entry in use a moment before the others, and will not let go.
+    fd = os.open(cache / f"{sha}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    ctx = multiprocessing.get_context("fork")
+    results, done = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_ensure_and_keep_using, args=(str(archive), sha, str(cache), results, done))
+             for _ in range(4)]
+    try:
+        for p in procs:
+            p.start()
+        found = [results.get(timeout=30) for _ in procs]  # every one ready while all keep it in use
+    finally:
+        done.set()
+        os.close(fd)
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+    assert {folder for folder, _ in found} == {str(cache / sha)}
+    assert sorted(unpacked for _, unpacked in found) == [False, False, False, True]
+    check_env(str(cache / sha))
+
 def _age(cache: Path, sha: str, days: float) -> None:
     old = time.time() - days * 86400
     os.utime(cache / f"{sha}.lock", (old, old))
@@ -160,7 +198,7 @@ def test_environments_unused_for_long_are_removed_but_not_recent_ones(tmp_path):
         os.close(fd)
     _age(cache, old_sha, 8)
     assert envcache.clean(str(cache), max_age_days=7) == [old_sha]
-    assert not (cache / old_sha).exists() and not (cache / f"{old_sha}.lock").exists()
+    assert sorted(p.name for p in cache.iterdir() if old_sha in p.name) == []  # folder and locks
     assert (cache / recent_sha).is_dir()
     # Asked for again, it is simply unpacked again.
     _, fd, unpacked = envcache.ensure(str(old), old_sha, str(cache))
@@ -188,7 +226,7 @@ def test_an_unpack_in_progress_blocks_the_cleaner_and_old_leftovers_go(tmp_path)
     sha = "f" * 64
     lock = cache / f"{sha}.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # someone is unpacking
+    fcntl.flock(fd, fcntl.LOCK_SH)  # someone is unpacking (unpackers use the entry too)
     try:
         _age(cache, sha, 30)
         assert envcache.clean(str(cache), max_age_days=7) == []

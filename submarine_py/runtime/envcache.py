@@ -12,13 +12,15 @@ Layout of the cache folder (one per user, ``/tmp/subm-envs-<uid>`` by default)::
     .sum-<key>         the sha256 of an archive file YARN localized on this node, by its real
                        path, size and mtime (an archive on the cluster's filesystem is localized
                        once per node for all of a user's jobs: later containers skip hashing it)
-    <sha256>.lock      flock: exclusive while unpacking or removing, shared while in use;
-                       its mtime is the entry's last use
+    <sha256>.lock      flock: shared while in use, exclusive while removing; its mtime is
+                       the entry's last use
+    <sha256>.unpack    flock: exclusive while unpacking (unpackers take turns)
     .tmp-<sha256>-...  an unpack in progress (or left by a crash: removed by age)
 
-Concurrency: the first container takes the exclusive lock and unpacks into a
-temporary folder, then renames it into place; the others wait on the lock and
-find the folder. Every user keeps a shared lock until it exits, so the age
+Concurrency: every container takes the shared lock first; the first to miss the
+entry takes the unpack lock and unpacks into a temporary folder, then renames it
+into place; the others wait for the unpack lock and find the folder. Every user
+keeps its shared lock until it exits, so the age
 cleaning (:func:`clean`, run opportunistically) never removes an environment
 that a running task uses.
 
@@ -94,28 +96,38 @@ def ensure(archive, sha256=None, cache_dir=None, log=None):
         sha256 = _remembered_sha256(archive, cache_dir)
     target = os.path.join(cache_dir, sha256)
     lock_path = target + ".lock"
-    fd = _locked(lock_path, fcntl.LOCK_SH)
-    os.utime(lock_path)  # in use from now on: the cleaner leaves recently used entries alone
-    unpacked = False
-    if not os.path.isdir(target):
-        fcntl.flock(fd, fcntl.LOCK_UN)
+    fd = _locked(lock_path, fcntl.LOCK_SH)  # in use from now on: removal needs it exclusively
+    try:
+        os.utime(lock_path)  # the cleaner leaves recently used entries alone
+        unpacked = not os.path.isdir(target) and _unpack_once(archive, sha256, cache_dir, target, log)
+    except BaseException:
         os.close(fd)
-        fd = _locked(lock_path, fcntl.LOCK_EX)
-        try:
-            if not os.path.isdir(target):  # nobody unpacked it while we waited
-                started = time.monotonic()
-                _unpack_atomically(archive, sha256, cache_dir, target)
-                unpacked = True
-                log("unpacked %s into %s in %.1f s" % (os.path.basename(archive), target,
-                                                     time.monotonic() - started))
-        except BaseException:
-            os.close(fd)
-            raise
-        fcntl.flock(fd, fcntl.LOCK_SH)  # no removal can slip in: removal needs the exclusive lock
+        raise
     if not unpacked:
         log("reusing the environment cached in %s" % target)
     os.utime(lock_path)  # last use, for the age cleaning
     return target, fd, unpacked
+
+
+def _unpack_once(archive, sha256, cache_dir, target, log):
+    """Unpack ``archive`` into ``target`` unless another container does it first; True if we did.
+
+    Unpackers take turns on ``<sha256>.unpack``, a lock of its own: the entry's ``.lock`` is
+    held shared by every container using it, so waiting for that one exclusively would wait
+    for them all to exit (two containers missing the cache together would deadlock). Our
+    shared ``.lock`` keeps the cleaner, and so the removal of ``.unpack``, away meanwhile.
+    """
+    fd = os.open(target + ".unpack", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.path.isdir(target):  # unpacked by the container we waited for
+            return False
+        started = time.monotonic()
+        _unpack_atomically(archive, sha256, cache_dir, target)
+        log("unpacked %s into %s in %.1f s" % (os.path.basename(archive), target, time.monotonic() - started))
+        return True
+    finally:
+        os.close(fd)  # releases the turn
 
 
 def _remembered_sha256(archive, cache_dir):
@@ -257,7 +269,7 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                continue  # in use, or being unpacked
+                continue  # in use (an unpack happens in use too)
             raise
         try:
             if os.fstat(fd).st_ino != os.stat(path).st_ino or now - os.stat(path).st_mtime < max_age_days * 86400:
@@ -267,7 +279,11 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
                 trash = tempfile.mkdtemp(prefix=".trash-%s-" % sha, dir=cache_dir)
                 os.rename(env_dir, os.path.join(trash, "env"))
                 shutil.rmtree(trash, ignore_errors=True)
-            os.unlink(path)
+            for leftover in (os.path.join(cache_dir, sha + ".unpack"), path):
+                try:
+                    os.unlink(leftover)
+                except FileNotFoundError:
+                    pass
             removed.append(sha)
             log("removed the environment %s, unused for %.0f days" % (sha, age / 86400))
         except OSError:
