@@ -142,6 +142,42 @@ def _cpu_seconds(pid: str) -> float:
         return 0.0
 
 
+#: Who used the machine's CPUs while a gang assembled, by the command line of each process.
+CPU_KINDS = (("nodemanagers", b"-Dproc_nodemanager"), ("resourcemanager", b"-Dproc_resourcemanager"),
+             ("AM java", b"com.anaconda.skein.ApplicationMaster"), ("AM python", b".am_main"),
+             ("executors", b"subm_executor.py"), ("skein driver", b"com.anaconda.skein.Driver"),
+             ("container shells", b".skein.sh"), ("container shells", b"default_container_executor"),
+             ("subm CLI", b"submarine_py.cli"), ("this benchmark", b"bench/scale.py"))
+#: Kinds whose reaped children count as theirs (a NodeManager's forks of chmod, ls, bash...).
+WITH_CHILDREN = ("nodemanagers", "resourcemanager")
+
+
+def cpu_by_kind() -> Dict[str, float]:
+    """CPU seconds used so far by the live processes of each kind (see WITH_CHILDREN)."""
+    totals: Dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kind = next((k for k, needle in CPU_KINDS if needle in cmd), "other")
+        used = fields[11:15] if kind in WITH_CHILDREN else fields[11:13]
+        totals[kind] = totals.get(kind, 0.0) + sum(int(x) for x in used) / tick
+    return totals
+
+
+def cpu_used(before: Dict[str, float]) -> Dict[str, float]:
+    """CPU seconds per kind since ``before`` (processes that ended unreaped are not counted)."""
+    now = cpu_by_kind()
+    return {k: round(max(0.0, now.get(k, 0.0) - before.get(k, 0.0)), 1) for k in now}
+
+
 class MemoryWatch(threading.Thread):
     """Samples the AM's processes every 0.5 s until stopped: peak RSS of each and of their
     sum, and the CPU time each has used (last sample)."""
@@ -178,8 +214,10 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
             resources: {{memory: {TASK_MB} MiB, vcores: 1}}
             command: sleep {sleep_s}
         """))
+    cpu_before = cpu_by_kind()
     proc = subprocess.Popen(subm("run", str(job), "--backend", "yarn", "--output", "json"),
                             env=subm_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cpu_at_ready: Dict[str, float] = {}
     # Progress lines: `subm status` is timed once the AM said "gang ready", so that its probes
     # (new processes) do not load the machine while the gang assembles.
     err_lines: List[str] = []
@@ -188,7 +226,8 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
     def read_progress() -> None:
         for line in proc.stderr:
             err_lines.append(line)
-            if "gang ready" in line:
+            if "gang ready" in line and not gang_ready.is_set():
+                cpu_at_ready.update(cpu_used(cpu_before))
                 gang_ready.set()
         gang_ready.set()
 
@@ -244,7 +283,7 @@ def subm_run(workdir: Path, n: int, sleep_s: int) -> Dict[str, Optional[float]]:
     return {"ready": float(report["timings"]["gang_ready_seconds"]), "status": statistics.median(status_s)
             if status_s else None, "am_python_mib": watch.peak["python"] / 1024,
             "am_java_mib": watch.peak["java"] / 1024, "am_sum_mib": watch.peak["sum"] / 1024,
-            "am_python_cpu": watch.cpu["python"], "am_java_cpu": watch.cpu["java"]}
+            "am_python_cpu": watch.cpu["python"], "am_java_cpu": watch.cpu["java"], "cpu": cpu_at_ready}
 
 
 # -- plain skein -------------------------------------------------------------------------------
@@ -258,6 +297,7 @@ def skein_running(client, n: int, hosts: List[str], sleep_s: int, stamp_dir: Pat
     stamp_dir.mkdir(parents=True, exist_ok=True)
     for f in stamp_dir.iterdir():
         f.unlink()
+    cpu_before = cpu_by_kind()
     t0 = time.time()
     spec = skein.ApplicationSpec(
         name=f"bench-skein-scale-{n}", queue="default", tags=["subm-bench"], max_attempts=1,
@@ -275,15 +315,16 @@ def skein_running(client, n: int, hosts: List[str], sleep_s: int, stamp_dir: Pat
                 running = time.time() - t0
                 break
             time.sleep(0.5)
-        started = None
+        started, cpu = None, {}
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             stamps = [f for f in stamp_dir.iterdir() if f.stat().st_size]
             if len(stamps) == n:
                 started = max(float(f.read_text()) for f in stamps) - t0
+                cpu = cpu_used(cpu_before)
                 break
             time.sleep(0.5)
-        return {"running": running, "started": started}
+        return {"running": running, "started": started, "cpu": cpu}
     finally:
         client.kill_application(app_id)
 
@@ -353,6 +394,11 @@ def main() -> int:
     print(f"AM container peak RSS:  {fmt(med('am_sum_mib'), 'MiB')} (python + java; goal < 512 MiB)")
     print(f"subm status (running):  {fmt(med('status'))} (wall, new process, median of 5)")
     print(f"AM CPU time, whole job: {fmt(med('am_python_cpu'))} python, {fmt(med('am_java_cpu'))} java")
+    for label, runs in (("subm, submit -> gang ready", results), ("skein, submit -> procs started", plain)):
+        kinds = sorted({k for r in runs for k in r.get("cpu") or {}})
+        medians = {k: statistics.median((r.get("cpu") or {}).get(k, 0.0) for r in runs) for k in kinds}
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in sorted(medians.items(), key=lambda kv: -kv[1]) if v >= 0.1)
+        print(f"CPU s {label}: {sum(medians.values()):.1f} ({shown})")
     return 0
 
 

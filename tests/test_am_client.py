@@ -144,19 +144,3 @@ def test_the_executor_registers_without_importing_urllib_or_subprocess(tmp_path)
     out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout.split()
     assert not {"urllib.request", "http.client", "subprocess", "tarfile", "ssl", "email"} & set(out)
-
-
-@pytest.mark.local
-def test_the_executors_one_file_bundle_runs_alone(tmp_path):
-    """On YARN the executor travels as one file with its modules embedded (bundle_source):
-    nothing beside it, and still no urllib or subprocess before it registers."""
-    from submarine_py.runtime import executor
-
-    (tmp_path / "subm_executor.py").write_text(executor.bundle_source())
-    probe = ("import runpy, sys; g = runpy.run_path('subm_executor.py', run_name='probe'); "
-             "print(' '.join(sorted(sys.modules))); "
-             "print(g['am_client'].__name__, g['_sibling']('envcache').__name__, g['_sibling']('nvml').__name__)")
-    out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    assert not {"urllib.request", "http.client", "subprocess", "ssl", "email"} & set(out[0].split())
-    assert out[1] == "subm_am_client subm_envcache subm_nvml"

@@ -103,9 +103,11 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     assert [name for name in worker.files if name.startswith("subm_") and name.endswith(".py")] == [EXECUTOR_FILE]
     assert worker.files[EXECUTOR_FILE].source.replace("file://", "") == str(tmp_path / EXECUTOR_FILE)
     assert set(executor.shipped_files()) | {executor.shipped_name(executor.ENVCACHE)} <= set(RESERVED_FILES)
-    bundle = executor.bundle_source()
-    for module in ("proctree", "nvml", "am_client", "envcache"):
-        assert f"'{module}': " in bundle.split("\n", 1)[0]
+    from submarine_py.runtime.bundle import bundle_source
+
+    embedded = next(line for line in bundle_source().splitlines() if line.startswith("SUBM_EMBEDDED = "))
+    for module in ("executor", "proctree", "nvml", "am_client", "envcache"):
+        assert f"'{module}': " in embedded
 
 
 def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path):

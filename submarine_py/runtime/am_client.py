@@ -56,7 +56,9 @@ class _Connection:
     """One HTTP/1.1 connection: a request at a time, kept open while the server allows."""
 
     def __init__(self, host, port, timeout):
-        self.sock = socket.create_connection((host, port), timeout)
+        # An ASCII name goes to getaddrinfo as bytes: a str one costs the IDNA codec's
+        # imports (encodings.idna, stringprep, unicodedata) in every executor.
+        self.sock = socket.create_connection((host.encode() if host.isascii() else host, port), timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile = self.sock.makefile("rb")
         self.open = True

@@ -4,7 +4,7 @@
 It must run inside any user image that has ``python3`` (as ``python3 -S``), so it imports
 nothing outside the standard library. It goes to containers with the few modules it imports
 (:data:`SIBLINGS`, and ``envcache.py`` with environment.archive): on YARN as one file, their
-sources embedded (:func:`bundle_source`); locally as ``subm_executor.py`` beside
+code embedded (``bundle.py``); locally as ``subm_executor.py`` beside
 ``subm_<module>.py`` files (:func:`shipped_files`). This file holds the executor's life and
 its task's process, the siblings the rest.
 
@@ -52,7 +52,7 @@ except ImportError:  # pragma: no cover - another Python
 subprocess = None
 
 #: The modules the executor imports, standard library only like itself, shipped with it
-#: (see :func:`shipped_files`, :func:`bundle_source`): process tree, NVML sampling, the AM.
+#: (see :func:`shipped_files`, ``bundle.py``): process tree, NVML sampling, the AM.
 SIBLINGS = ("proctree", "nvml", "am_client")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
@@ -86,20 +86,6 @@ def shipped_files(modules=SIBLINGS):
     return out
 
 
-def bundle_source(modules=SIBLINGS + (ENVCACHE,)):
-    """This executor and ``modules`` as one Python file, the modules' sources embedded
-    (``SUBM_EMBEDDED``, where :func:`_sibling` looks first). On YARN a job's containers get
-    this one file instead of one per module: every localized file costs each container its
-    share of the NodeManager's work before the process can start (about 0.3 s at 15
-    containers for 5 files, measured with plain skein on the rig)."""
-    sources = {}
-    for name, path in shipped_files(("executor",) + tuple(modules)).items():
-        with open(path) as f:
-            sources[name[len("subm_"):-len(".py")]] = f.read()
-    own = sources.pop("executor")
-    return "SUBM_EMBEDDED = %r\n%s" % (sources, own)
-
-
 _LOADED = {}
 
 
@@ -112,20 +98,20 @@ def _sibling(name):
 
         return importlib.import_module("." + name, __package__)
     if name not in _LOADED:
-        path, source = _sibling_source(name)
         module = type(sys)(shipped_name(name)[:-3])  # a plain module (importlib costs imports)
-        module.__file__ = path
-        exec(compile(source, path, "exec"), module.__dict__)
+        compiled = globals().get("SUBM_CODE") or {}  # the bundle's (see bundle.py)
+        if name in compiled:
+            module.__file__, code = __file__, compiled[name]
+        else:
+            path, source = _sibling_source(name)
+            module.__file__, code = path, compile(source, path, "exec")
+        exec(code, module.__dict__)
         _LOADED[name] = module
     return _LOADED[name]
 
 
 def _sibling_source(name):
-    """``(file name, source)`` of a sibling: embedded in this file (the bundle YARN ships),
-    else ``subm_<name>.py`` or ``<name>.py`` beside it."""
-    embedded = globals().get("SUBM_EMBEDDED") or {}
-    if name in embedded:
-        return shipped_name(name), embedded[name]
+    """``(path, source)`` of a sibling: ``subm_<name>.py`` (shipped) or ``<name>.py`` beside this file."""
     here = os.path.dirname(os.path.abspath(__file__))
     for path in (os.path.join(here, shipped_name(name)), os.path.join(here, name + ".py")):
         if os.path.exists(path):

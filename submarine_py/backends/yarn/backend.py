@@ -28,7 +28,7 @@ from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend
-from ...runtime import executor as executor_module
+from ...runtime import bundle
 from ...runtime.am_process import SIGNALLED
 from . import shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
@@ -186,7 +186,7 @@ class YarnBackend(Backend):
                     f.write(text)
             if request.executor_bundle:
                 with open(request.executor_bundle, "w") as f:
-                    f.write(executor_module.bundle_source())
+                    f.write(bundle.bundle_source())
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
