@@ -123,6 +123,26 @@ def test_discovery_follows_redirects_and_reads_chunked_replies(server):
 
 
 @pytest.mark.unit
+def test_the_first_executor_on_a_node_finds_the_am_for_the_jobs_other_executors_there(server, tmp_path):
+    """One request through the RM's proxy per node and AM attempt, not one per container."""
+    def env(container: str) -> Dict[str, str]:
+        return {"SUBM_AM_DISCOVERY": server + "/am", "SKEIN_APPLICATION_ID": "app_1",
+                "LOCAL_DIRS": f"{tmp_path},/other/disk", "CONTAINER_ID": container}
+
+    for n in (2, 3, 4):
+        assert discover_am(env(f"container_e07_1795404731164_0001_01_00000{n}")) == "http://127.0.0.1:1/x"
+    assert len(Recorder.seen) == 1
+    assert (tmp_path / "subm-am-url-1").read_text() == "http://127.0.0.1:1/x"
+    # A container of the AM's next attempt asks again: the first AM may be gone.
+    (tmp_path / "subm-am-url-1").write_text("http://127.0.0.1:2/gone")
+    assert discover_am(env("container_1795404731164_0001_02_000005")) == "http://127.0.0.1:1/x"
+    assert len(Recorder.seen) == 2
+    # Without YARN's variables (other launchers) every executor asks.
+    assert discover_am({"SUBM_AM_DISCOVERY": server + "/am"}) == "http://127.0.0.1:1/x"
+    assert len(Recorder.seen) == 3
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("url,parts", [
     ("http://h:8088/proxy/app/x", ("http", "h", 8088, "/proxy/app/x")),
     ("http://h", ("http", "h", 80, "/")),

@@ -251,9 +251,20 @@ class PortReservation:
 
 def discover_am(env):
     """The AM's URL: given (local backend, replacement containers) or asked of the
-    AM's endpoint through the YARN RM's web proxy (containers declared up front)."""
+    AM's endpoint through the YARN RM's web proxy (containers declared up front), once per
+    node: the first of the job's executors on a node to find it leaves it for the others
+    (:func:`_node_copy`)."""
     if env.get("SUBM_AM_URL"):
         return env["SUBM_AM_URL"]
+    copy = _node_copy(env)
+    if copy:
+        try:
+            with open(copy) as f:
+                found = f.read().strip()
+            if found:
+                return found
+        except OSError:
+            pass
     url = env["SUBM_AM_DISCOVERY"].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
     deadline = time.monotonic() + float(env.get("SUBM_AM_DISCOVERY_SECONDS", "600"))
     # Executors usually start before the AM has published its endpoint. A short, capped
@@ -266,6 +277,7 @@ def discover_am(env):
             if status == 200:
                 found = json.loads(body).get("url")
                 if found:
+                    _leave_copy(copy, found)
                     return found
             err = HTTPStatusError(status, body)
         except (OSError, ValueError) as exc:
@@ -273,6 +285,33 @@ def discover_am(env):
         time.sleep(delay)
         delay = min(delay * 1.5, DISCOVERY_MAX_DELAY)
     raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (url, err))
+
+
+def _node_copy(env):
+    """Where the job's executors on this node keep the AM's URL, or None.
+
+    Each discovery is a request through the RM's web proxy and skein's (about 20 ms of the
+    RM's CPU and some of the AM's): 256 executors starting together cost the cluster seconds
+    of CPU. YARN's ``LOCAL_DIRS`` is the application's folder on the node, shared by its
+    containers there. The file is per AM attempt (from the container's id): containers of a
+    new attempt never take an earlier AM's URL.
+    """
+    local = (env.get("LOCAL_DIRS") or "").split(",")[0]
+    parts = (env.get("CONTAINER_ID") or "").split("_")
+    if not local or len(parts) < 4 or not parts[-2].isdigit():
+        return None
+    return os.path.join(local, "subm-am-url-%d" % int(parts[-2]))
+
+
+def _leave_copy(path, url):
+    if path:
+        tmp = "%s.%d" % (path, os.getpid())
+        try:
+            with open(tmp, "w") as f:
+                f.write(url)
+            os.replace(tmp, path)  # never read half-written
+        except OSError:
+            pass  # only a shortcut
 
 
 def read_token(env):
