@@ -32,14 +32,15 @@ SUBM_LOG_TO_CONTAINER, SUBM_STOP_GRACE (SIGTERM -> SIGKILL when stopped by a sig
 YARN SUBM_FILES_ARCHIVE / SUBM_FILES_LINKS (the job's files, laid out in the working
 directory before the executor registers).
 """
-import json
 import os
-import signal
-import socket
 import stat
 import sys
-import threading
 import time
+
+try:
+    import _signal as signal  # signal.py's own base: no enum (see am_client.py)
+except ImportError:  # pragma: no cover - not CPython
+    import signal
 
 try:
     from _queue import Empty, SimpleQueue  # what queue.SimpleQueue is, without queue's imports
@@ -187,7 +188,7 @@ def lay_out_files(env, workdir):
             except tarfile.TarError as exc:
                 raise ValueError("%s: %s" % (archive, exc)) from None
             os.remove(path)  # only the link to YARN's cache
-    links = json.loads(env.get("SUBM_FILES_LINKS") or "{}")
+    links = am_client.loads(env.get("SUBM_FILES_LINKS") or "{}")
     for dest, name in links.items():
         src, target = os.path.join(workdir, name), os.path.join(workdir, dest)
         if os.path.lexists(src) and not os.path.lexists(target):
@@ -202,13 +203,19 @@ def _index_from_container_id(container_id):
     return tail if tail.isdigit() else None
 
 
+def _fqdn():
+    import socket  # only where neither the launcher nor YARN said which host this is
+
+    return socket.getfqdn()
+
+
 class Executor:
     def __init__(self, env):
         self.env = env
         self.executor_id = env.get("SUBM_EXECUTOR_ID") or env["SKEIN_CONTAINER_ID"]
         self.role = env["SUBM_ROLE"]
         self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
-        self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or socket.getfqdn()
+        self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or _fqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
         # environment.archive: unpacked into the node's cache in the background while we register.
         self.environment = (_sibling(ENVCACHE).ShippedEnvironment(env, self.workdir, log=_log)
@@ -224,7 +231,7 @@ class Executor:
         self.killed = False  # the last stop needed SIGKILL
         self.seq = 0
         self.poll_seconds = POLL_SECONDS
-        self.done = threading.Event()
+        self.done = am_client.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
 
     # -- AM communication ----------------------------------------------------
@@ -304,7 +311,7 @@ class Executor:
             self.gpu = _sibling("nvml").GpuSampler(env)
             if self.gpu.active:
                 every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
-                threading.Thread(target=self.sample_gpus, args=(every,), daemon=True).start()
+                am_client.start_thread(self.sample_gpus, every)
         try:
             self.am.call("POST", "/v1/started", {"executor": self.executor_id, "attempt": instr["attempt"],
                                                  "pid": self.child.pid})
@@ -387,7 +394,7 @@ class Executor:
         # Linux process settings (prctl, through ctypes) once registered: before any command starts.
         proctree.die_with_parent(signal.SIGTERM)
         proctree.become_subreaper()
-        threading.Thread(target=self.poll_forever, daemon=True).start()
+        am_client.start_thread(self.poll_forever)
         while True:
             self.check_child()
             try:

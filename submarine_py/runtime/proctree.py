@@ -5,7 +5,11 @@ Standard library only, shipped beside the executor (``subm_proctree.py``, see
 below it; /proc tells who is below; everything below is signalled together.
 """
 import os
-import signal
+
+try:
+    import _signal as signal  # signal.py's own base: no enum (see am_client.py)
+except ImportError:  # pragma: no cover - not CPython
+    import signal
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
