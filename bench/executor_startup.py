@@ -13,7 +13,8 @@ containers with the AM), then the AM's URL. Figures, seconds, medians:
 * CPU per executor: user + system time of the N processes (they leave once registered), over N.
 
 It compares the executor of a git revision (``--old-ref``, with the sibling modules it had
-then, run as the YARN script ran it then: ``--old-flags``) with the working tree's
+then, run as the YARN script ran it then: ``--old-flags``) with the working tree's bundle (as
+YARN ships it, ``LOCAL_DIRS`` beside it)
 (``python -S``), interleaved.
 
     python3 bench/executor_startup.py [--n 15] [--reps 8] [--publish 1.5-4.5] [--old-ref 631a218]
@@ -91,6 +92,7 @@ def one_run(executor: str, argv_prefix: List[str], n: int, publish_after: float)
     t0 = time.time()
     for i in range(n):
         env = dict(os.environ, SUBM_TOKEN="t", SUBM_ROLE="worker", SUBM_AM_DISCOVERY=am.url + "/am",
+                   LOCAL_DIRS=os.path.join(os.path.dirname(executor), "appcache"),
                    SKEIN_CONTAINER_ID=f"worker_{i}", NM_HOST="127.0.0.1")
         procs.append(subprocess.Popen([*argv_prefix, executor], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir()))
@@ -118,15 +120,21 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="subm-bench-exec-") as tmp:
         old = Path(tmp) / "executor.py"
+        (Path(tmp) / "appcache").mkdir()  # LOCAL_DIRS beside each executor, as YARN gives
         for name in ("executor", "proctree", "nvml", "am_client", "envcache"):  # the siblings, where it had them
             shown = subprocess.run(["git", "-C", str(REPO), "show", f"{args.old_ref}:submarine_py/runtime/{name}.py"],
                                    capture_output=True, text=True)
             if shown.returncode == 0:
                 (Path(tmp) / f"{name}.py").write_text(shown.stdout)
-        new = REPO / "submarine_py" / "runtime" / "executor.py"
+        sys.path.insert(0, str(REPO))
+        from submarine_py.runtime.bundle import bundle_source
+
+        new = Path(tmp) / "new" / "subm_executor.py"  # as YARN ships it: one file (bundle.py)
+        (new.parent / "appcache").mkdir(parents=True)
+        new.write_text(bundle_source())
         old_flags = args.old_flags.split()
         variants = {f"{args.old_ref} (python {' '.join(old_flags)})": (str(old), [args.python, *old_flags]),
-                    "this tree (python -S)": (str(new), [args.python, "-S"])}
+                    "this tree (bundle, python -S)": (str(new), [args.python, "-S"])}
         results: Dict[str, List[Dict[str, float]]] = {k: [] for k in variants}
         low, high = (float(x) for x in args.publish.split("-"))
         for rep in range(args.reps):

@@ -13,7 +13,11 @@ It measures, on the cluster HADOOP_CONF_DIR names (its nodes must hold N tasks o
   and the peak of their sum, sampled every 0.5 s while the job runs;
 * subm status: wall time of ``subm status APP --output json`` (a new process each time)
   while the N tasks run, median of 5;
-* the CPU time the AM's two processes used over the whole job (from /proc).
+* the CPU time the AM's two processes used over the whole job (from /proc);
+* who used the machine's CPUs while the gang assembled (submission -> gang ready for subm,
+  -> every process started for skein), by kind of process (NodeManagers, ResourceManager, the
+  AM's two processes, executors, ...): on a rig whose nodes share a few CPUs, every CPU
+  second subm adds is wall time its gang waits.
 
     source DIR/env.sh && python3 bench/scale.py [--tasks 256] [--reps 1] [--sleep 40]
 

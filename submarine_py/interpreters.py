@@ -19,6 +19,12 @@ from typing import List
 NAMES = ("python", "python3")
 #: The wrapper folder in a YARN container's working directory.
 YARN_BIN_DIR = ".subm-bin"
+#: Set ("1"), a YARN task's executor writes :func:`wrapper_script` of its own interpreter (the
+#: one the launch script started by the job's path) into YARN_BIN_DIR when its first command
+#: starts: the launch script's mkdir and chmod were processes of their own in every container,
+#: while the gang assembles. (A flag, not the script: YARN writes variables into its launch
+#: script unescaped, where a "$@" would be expanded.)
+WRAPPER_ENV = "SUBM_PYTHON_WRAPPER"
 
 
 def wrapper_script(python: str) -> str:
@@ -53,8 +59,14 @@ def shell_setup(python: str, folder: str = YARN_BIN_DIR) -> str:
     lines = [f"mkdir -p {folder}"]
     for name in NAMES:
         lines.append(f"printf '%s' {script} > {folder}/{name} && chmod 755 {folder}/{name}")
+    lines.append(shell_path(python, folder))
+    return "\n".join(lines)
+
+
+def shell_path(python: str, folder: str = YARN_BIN_DIR) -> str:
+    """The shell line that puts ``folder`` (relative to the working directory), then the
+    interpreter's own folder, first on ``PATH``."""
     # The interpreter's folder is shell-quoted: environment.python is the user's, and this
     # line runs in YARN's container (a "$(...)" in it would run there).
     own = os.path.dirname(python)
-    lines.append(f'export PATH="$PWD/{folder}":{shlex.quote(own) + ":" if own else ""}"$PATH"')
-    return "\n".join(lines)
+    return f'export PATH="$PWD/{folder}":{shlex.quote(own) + ":" if own else ""}"$PATH"'

@@ -182,3 +182,18 @@ def test_wrappers_run_the_interpreter_by_the_path_given(tmp_path, how):
         out = subprocess.run([str(tmp_path / "bin" / name), "echo", "it's", "$HOME"], capture_output=True,
                              text=True, check=True).stdout
         assert out == "it's $HOME\n"
+
+
+@pytest.mark.parametrize("python", ["/opt/py/bin/python3", "/opt/it's $HOME/bin/python"])
+def test_a_yarn_executor_writes_the_wrappers_of_the_interpreter_it_was_started_with(tmp_path, monkeypatch, python):
+    """The same wrappers, written by the executor when its first command starts (YARN)."""
+    from submarine_py.interpreters import WRAPPER_ENV, YARN_BIN_DIR, wrapper_script
+    from submarine_py.runtime import executor
+
+    monkeypatch.setattr(executor.sys, "executable", python)
+    executor._write_python_wrappers({}, str(tmp_path))
+    assert not (tmp_path / YARN_BIN_DIR).exists()  # not asked
+    executor._write_python_wrappers({WRAPPER_ENV: "1"}, str(tmp_path))
+    for name in ("python", "python3"):
+        wrapper = tmp_path / YARN_BIN_DIR / name
+        assert wrapper.read_text() == wrapper_script(python) and os.access(wrapper, os.X_OK)

@@ -86,8 +86,13 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert worker.env["SUBM_TOKEN_FILE"] == TOKEN_FILE
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
     assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
-    # `python` is a wrapper that starts the interpreter by its own path (a venv's pyvenv.cfg holds).
-    assert "exec /opt/py/bin/python3 \"$@\"" in worker.script and "ln -s" not in worker.script
+    # `python` is a wrapper that starts the interpreter by its own path (a venv's pyvenv.cfg holds),
+    # which the executor writes when its first command starts: no mkdir or chmod process in each
+    # container's launch script while the gang assembles. The AM's script writes its own.
+    assert worker.env["SUBM_PYTHON_WRAPPER"] == "1"  # for the interpreter the script starts it with
+    assert worker.script.startswith('export PATH="$PWD/.subm-bin":/opt/py/bin:"$PATH"\n')
+    assert "mkdir" not in worker.script and "chmod" not in worker.script and "ln -s" not in worker.script
+    assert "exec /opt/py/bin/python3 \"$@\"" in spec.master.script
 
 
 def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):

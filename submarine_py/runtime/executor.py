@@ -203,6 +203,24 @@ def _index_from_container_id(container_id):
     return tail if tail.isdigit() else None
 
 
+def _write_python_wrappers(env, workdir):
+    """``python`` and ``python3`` for the task's command on YARN, when SUBM_PYTHON_WRAPPER says
+    so: wrappers that start this executor's interpreter by the path it was started from
+    (the package's interpreters.py says why wrappers, and why here rather than in the launch
+    script, which put ``.subm-bin`` first on PATH)."""
+    if not env.get("SUBM_PYTHON_WRAPPER") or not sys.executable:
+        return  # the interpreter's own folder is next on PATH
+    python = sys.executable
+    if not all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in python):
+        python = "'%s'" % python.replace("'", "'\"'\"'")  # as shlex.quote, without its imports
+    folder = os.path.join(workdir, ".subm-bin")
+    os.makedirs(folder, exist_ok=True)
+    for name in ("python", "python3"):
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
+        with os.fdopen(fd, "w") as f:
+            f.write('#!/bin/sh\nexec %s "$@"\n' % python)
+
+
 def _fqdn():
     import socket  # only where neither the launcher nor YARN said which host this is
 
@@ -267,7 +285,7 @@ class Executor:
     # -- the task's process --------------------------------------------------
     def start(self, instr):
         env = dict(os.environ)
-        for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID"):
+        for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID", "SUBM_PYTHON_WRAPPER"):
             env.pop(k, None)
         env.update(instr["env"])
         header = instr.get("header") or "[subm] %s attempt %s" % (self.role, instr["attempt"])
@@ -292,6 +310,11 @@ class Executor:
         global subprocess
         if subprocess is None:
             import subprocess
+            # Linux process settings (prctl, through ctypes: 3 ms of CPU) before the first
+            # command starts, not while the gang assembles and every executor starts at once.
+            proctree.die_with_parent(signal.SIGTERM)
+            proctree.become_subreaper()
+            _write_python_wrappers(self.env, self.workdir)
         try:
             if self.environment is not None:
                 self.environment.apply(env)
@@ -391,9 +414,6 @@ class Executor:
     # -- main loop -------------------------------------------------------------
     def run(self):
         self.register()
-        # Linux process settings (prctl, through ctypes) once registered: before any command starts.
-        proctree.die_with_parent(signal.SIGTERM)
-        proctree.become_subreaper()
         am_client.start_thread(self.poll_forever)
         while True:
             self.check_child()

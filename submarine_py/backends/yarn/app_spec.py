@@ -56,7 +56,9 @@ class YarnOptions:
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
-    """The interpreter the AM and executors use, and shell lines that make ``python`` resolve to it.
+    """The interpreter the AM and executors use, and shell lines that make ``python`` resolve to
+    it: ``setup`` for the AM; ``task_setup`` and ``task_env`` for executors, which write the
+    wrappers themselves (see interpreters.WRAPPER_ENV).
 
     With ``environment.archive`` this is the submitting interpreter (or ``python3`` where the
     node lacks it), not the archive's: the AM and executors must not wait for the archive,
@@ -66,10 +68,12 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     if env.archive:
         python = opts.python or sys.executable
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
-        return {"python": '"$SUBM_PY"', "setup": setup}
+        return {"python": '"$SUBM_PY"', "setup": setup, "task_setup": setup, "task_env": {}}
     python = env.python or opts.python or sys.executable
     # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
-    return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python)}
+    return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
+            "task_setup": interpreters.shell_path(python),
+            "task_env": {interpreters.WRAPPER_ENV: "1"}}
 
 
 def docker_env(task: TaskPlan, shared_dir: Optional[str] = None) -> Dict[str, str]:
@@ -149,12 +153,12 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             "PYTHONUNBUFFERED": "1",
             **shipping.executor_env(files),
             **docker_env(task, plan.job.shared_dir),
-            **({} if task.docker else archive_env(plan, opts)),
+            **({} if task.docker else {**archive_env(plan, opts), **py["task_env"]}),
         }
         if task.docker:
             script = f"exec python3 -S {EXECUTOR_FILE}"
         else:
-            script = f"{py['setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
+            script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
         hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
         services[role] = skein.Service(
             instances=spec.instances,
