@@ -100,3 +100,23 @@ def test_the_local_request_is_what_dry_run_prints_and_submit_runs(tmp_path):
     text = request.describe()
     assert "submarine_py.backends.local.am_main" in text and "worker:1: process" in text
     assert not (tmp_path / "local").exists()  # building the request submits nothing
+
+
+def test_waiting_for_a_job_asks_less_often_while_its_gang_starts(monkeypatch):
+    """While the AM's phase is STARTING the report changes with every task that registers and
+    no outcome is due: on YARN each ask costs the cluster a proxied report of every task."""
+    from submarine_py.backends import base
+    from submarine_py.backends.yarn.backend import YarnBackend
+
+    reports = iter([JobReport(app_id="a", state=JobState.RUNNING, phase=None),
+                    JobReport(app_id="a", state=JobState.RUNNING, phase=Phase.STARTING),
+                    JobReport(app_id="a", state=JobState.RUNNING, phase=Phase.RUNNING),
+                    JobReport(app_id="a", state=JobState.SUCCEEDED, phase=Phase.DONE, final=True)])
+    sleeps = []
+    monkeypatch.setattr(base.time, "sleep", sleeps.append)
+    backend = YarnBackend.__new__(YarnBackend)
+    monkeypatch.setattr(backend, "status", lambda app_id: next(reports), raising=False)
+    seen = []
+    assert backend.wait("a", on_update=lambda r: seen.append(r.phase)).state == JobState.SUCCEEDED
+    assert sleeps == [0.5, 2.0, 0.5]
+    assert seen == [None, Phase.STARTING, Phase.RUNNING, Phase.DONE]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set,
 from ..errors import SpecError
 from ..plan import Plan
 from ..report import JobReport
+from ..states import Phase
 
 _REGISTRY = {
     "local": "submarine_py.backends.local:LocalBackend",
@@ -45,6 +46,11 @@ class Backend:
     name = "abstract"
     #: How often :meth:`wait` asks for the job's state.
     poll_seconds = 0.25
+    #: How often while the gang starts (the AM's phase STARTING), when a report changes with
+    #: every task that registers: no outcome is waited for then, and every ask costs the
+    #: cluster what the backend's status costs (on YARN, a request through the RM's web proxy
+    #: and skein's, and the AM's whole report).
+    starting_poll_seconds = 0.25
     #: Whether every task runs on one host (so local ranks are known before placement).
     one_host = False
 
@@ -105,7 +111,7 @@ class Backend:
                 last = key
             if report.state.is_terminal() and report.final:
                 return report
-            time.sleep(self.poll_seconds)
+            time.sleep(self.starting_poll_seconds if report.phase == Phase.STARTING else self.poll_seconds)
 
 
 def _progress_key(report: JobReport) -> Any:

@@ -87,6 +87,7 @@ def require_skein() -> Any:
 class YarnBackend(Backend):
     name = "yarn"
     poll_seconds = 0.5
+    starting_poll_seconds = 2.0  # 256 tasks starting: 50 -> 13 proxied 256-task reports
 
     def __init__(self, rm_url: Optional[str] = None):
         self.rm_url = rm_url
