@@ -9,8 +9,10 @@ exception the CLI does not turn into ``Error: ...`` fails the test with its trac
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, List, Tuple
@@ -177,8 +179,14 @@ def _get(doc: Any, path: Tuple) -> Any:
     return doc
 
 
+#: Every generated example gets a folder here; removed when the tests end (thousands of
+#: examples: one /tmp folder each used to be left behind).
+_FUZZ_ROOT = Path(tempfile.mkdtemp(prefix="subm-fuzz-"))
+atexit.register(shutil.rmtree, _FUZZ_ROOT, True)
+
+
 def _workdir() -> Path:
-    d = Path(tempfile.mkdtemp(prefix="subm-fuzz-"))
+    d = Path(tempfile.mkdtemp(dir=_FUZZ_ROOT))
     (d / "train.py").write_text("print('train')\n")
     (d / "env.tar.gz").write_bytes(b"")
     return d
