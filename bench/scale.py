@@ -39,7 +39,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import requests
 
@@ -119,14 +119,7 @@ def am_processes(app_id: str) -> Dict[str, str]:
     """{'python': pid, 'java': pid} of the application's AM container (the master's processes)."""
     found: Dict[str, str] = {}
     needle = f"SKEIN_APPLICATION_ID={app_id}".encode()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
+    for pid, cmd in _processes():
         if b".am_main" in cmd and b"submarine_py" in cmd and _proc_env_has(pid, needle):
             found["python"] = pid
         elif b"com.anaconda.skein.ApplicationMaster" in cmd and app_id.encode() in cmd:
@@ -136,14 +129,30 @@ def am_processes(app_id: str) -> Dict[str, str]:
     return found
 
 
-def _cpu_seconds(pid: str) -> float:
-    """User + system CPU time a process has used so far."""
+def _processes() -> Iterator[Tuple[str, bytes]]:
+    """``(pid, command line)`` of every process this machine runs (the rig's nodes are here)."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    yield pid, f.read()
+            except OSError:
+                continue
+
+
+def _cpu_ticks(pid: str, with_children: bool = False) -> int:
+    """Clock ticks of user + system CPU a process has used so far (and its reaped children's)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(int(x) for x in fields[11:15 if with_children else 13])
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return 0
+
+
+def _cpu_seconds(pid: str) -> float:
+    """User + system CPU time a process has used so far."""
+    return _cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 #: Who used the machine's CPUs while a gang assembled, by the command line of each process.
@@ -160,19 +169,9 @@ def cpu_by_kind() -> Dict[str, float]:
     """CPU seconds used so far by the live processes of each kind (see WITH_CHILDREN)."""
     totals: Dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+    for pid, cmd in _processes():
         kind = next((k for k, needle in CPU_KINDS if needle in cmd), "other")
-        used = fields[11:15] if kind in WITH_CHILDREN else fields[11:13]
-        totals[kind] = totals.get(kind, 0.0) + sum(int(x) for x in used) / tick
+        totals[kind] = totals.get(kind, 0.0) + _cpu_ticks(pid, kind in WITH_CHILDREN) / tick
     return totals
 
 

@@ -120,10 +120,14 @@ def test_a_corrupt_archive_is_an_error_naming_it(tmp_path):
         envcache.ensure(str(archive), envcache.sha256_of(str(archive)), str(tmp_path / "cache"))
 
 
-def _ensure_in_child(archive: str, sha: str, cache: str, results) -> None:
+def _container(archive: str, sha: str, cache: str, results, done=None) -> None:
+    """A container: prepares the environment (complete as soon as it is visible), then keeps
+    it in use until ``done`` (the job's end) when given."""
     folder, fd, unpacked = envcache.ensure(archive, sha, cache)
-    check_env(folder)  # complete as soon as it is visible
+    check_env(folder)
     results.put((folder, unpacked))
+    if done is not None:
+        done.wait(60)
     os.close(fd)
 
 
@@ -134,7 +138,7 @@ def test_containers_starting_together_unpack_once(tmp_path, maker, name):
     cache = tmp_path / "cache"
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_ensure_in_child, args=(str(archive), sha, str(cache), results)) for _ in range(4)]
+    procs = [ctx.Process(target=_container, args=(str(archive), sha, str(cache), results)) for _ in range(4)]
     for p in procs:
         p.start()
     for p in procs:
@@ -144,14 +148,6 @@ def test_containers_starting_together_unpack_once(tmp_path, maker, name):
     assert {folder for folder, _ in found} == {str(cache / sha)}
     assert sorted(unpacked for _, unpacked in found) == [False, False, False, True]
 
-
-
-def _ensure_and_keep_using(archive: str, sha: str, cache: str, results, done) -> None:
-    """A container: prepares the environment, then keeps it in use until the job ends."""
-    folder, fd, unpacked = envcache.ensure(archive, sha, cache)
-    results.put((folder, unpacked))
-    done.wait(60)
-    os.close(fd)
 
 
 @pytest.mark.parametrize("maker,name", [(make_tar, "env.tar.gz"), (make_zip, "env.zip")], ids=["tar.gz", "zip"])
@@ -166,7 +162,7 @@ def test_containers_missing_the_cache_together_each_get_it_while_the_others_use_
     fcntl.flock(fd, fcntl.LOCK_SH)
     ctx = multiprocessing.get_context("fork")
     results, done = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_ensure_and_keep_using, args=(str(archive), sha, str(cache), results, done))
+    procs = [ctx.Process(target=_container, args=(str(archive), sha, str(cache), results, done))
              for _ in range(4)]
     try:
         for p in procs:

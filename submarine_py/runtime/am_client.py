@@ -20,12 +20,12 @@ interpreter with its imports), half of what an executor spent before it register
 import os
 import time
 
+import _thread
+
 try:
     import _socket as socket  # socket.py's own base: no enum (its constants are plain ints)
-    import _thread
 except ImportError:  # pragma: no cover - not CPython
     import socket
-    import _thread
 
 AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
 DISCOVERY_MAX_DELAY = 0.25
@@ -382,7 +382,6 @@ def read_token(env):
     except OSError:
         pass
     return token
-
 
 
 # -- threads and JSON without threading's and json's imports (see the module's doc) ------------

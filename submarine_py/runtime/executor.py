@@ -210,9 +210,9 @@ def _write_python_wrappers(env, workdir):
     script, which put ``.subm-bin`` first on PATH)."""
     if not env.get("SUBM_PYTHON_WRAPPER") or not sys.executable:
         return  # the interpreter's own folder is next on PATH
-    python = sys.executable
-    if not all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in python):
-        python = "'%s'" % python.replace("'", "'\"'\"'")  # as shlex.quote, without its imports
+    import shlex  # once the gang is up: its imports (re) no longer delay anyone
+
+    python = shlex.quote(sys.executable)
     folder = os.path.join(workdir, ".subm-bin")
     os.makedirs(folder, exist_ok=True)
     for name in ("python", "python3"):
@@ -251,6 +251,7 @@ class Executor:
         self.poll_seconds = POLL_SECONDS
         self.done = am_client.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
+        self.commands_prepared = False  # see prepare_for_commands
 
     # -- AM communication ----------------------------------------------------
     def register(self, attempt=None):
@@ -283,6 +284,19 @@ class Executor:
                 self.instructions.put(instr)
 
     # -- the task's process --------------------------------------------------
+    def prepare_for_commands(self):
+        """Once, before the first command: what only commands need is done then, not while
+        the gang assembles and every container's executor starts at once (subprocess's
+        imports, prctl through ctypes: 3 ms of CPU, the ``python`` wrappers)."""
+        global subprocess
+        if self.commands_prepared:
+            return
+        import subprocess
+        proctree.die_with_parent(signal.SIGTERM)
+        proctree.become_subreaper()
+        _write_python_wrappers(self.env, self.workdir)
+        self.commands_prepared = True
+
     def start(self, instr):
         env = dict(os.environ)
         for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID", "SUBM_PYTHON_WRAPPER"):
@@ -307,14 +321,7 @@ class Executor:
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
-        global subprocess
-        if subprocess is None:
-            import subprocess
-            # Linux process settings (prctl, through ctypes: 3 ms of CPU) before the first
-            # command starts, not while the gang assembles and every executor starts at once.
-            proctree.die_with_parent(signal.SIGTERM)
-            proctree.become_subreaper()
-            _write_python_wrappers(self.env, self.workdir)
+        self.prepare_for_commands()
         try:
             if self.environment is not None:
                 self.environment.apply(env)
