@@ -13,7 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pytest
 
@@ -183,15 +183,23 @@ def describe_processes(pids: List[int]) -> str:
     return "\n".join(lines)
 
 
-def wait_for(predicate, timeout: float = 60, what: str = "a condition", interval: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy (this is synchronisation, not a timing check)."""
+def wait_for(predicate, timeout: float = 60, what: str = "a condition", interval: float = 0.05,
+             explain: Optional[Callable[[], str]] = None):
+    """Poll ``predicate`` until it returns something truthy (this is synchronisation, not a timing check).
+    On a timeout, ``explain()`` (when given) says what the world looked like then."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            picture = ""
+            if explain is not None:
+                try:
+                    picture = "\n" + explain()
+                except Exception as exc:  # the picture must not hide the timeout
+                    picture = f"\n(no picture: {exc!r})"
+            pytest.fail(f"timed out after {timeout} s waiting for {what}{picture}")
         time.sleep(interval)
 
 

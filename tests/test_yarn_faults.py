@@ -48,6 +48,19 @@ def gang_running(app_id: str, n: int, attempt: int = 1) -> Optional[Dict[str, An
     return None
 
 
+def cluster_picture(app_id: str) -> str:
+    """What a fault test saw when it gave up: the AM's tasks and decisions, the nodes, the apps."""
+    report = am_report(app_id) or {}
+    tasks = [f"{t['role']}:{t['index']} {t['state']} attempt {t['attempt']} on {t.get('host')}"
+             for t in report.get("tasks") or []]
+    nodes = [f"{n['nodeHostName']} {n['state']} used {n.get('usedMemoryMB')} MiB, free {n.get('availMemoryMB')} MiB, "
+             f"{n.get('numContainers')} containers" for n in rm_nodes()]
+    running = (rm_get("/ws/v1/cluster/apps", states="ACCEPTED,RUNNING").get("apps") or {}).get("app") or []
+    apps = [f"{a['id']} {a['name']} {a['state']} {a.get('allocatedMB')} MiB" for a in running]
+    return "\n".join(["tasks: " + "; ".join(tasks), "nodes: " + "; ".join(nodes), "apps: " + "; ".join(apps),
+                      "events:", events(report)])
+
+
 def app_attempts(app_id: str) -> List[Dict[str, Any]]:
     return ((rm_get(f"/ws/v1/cluster/apps/{app_id}/appattempts").get("appAttempts") or {})
             .get("appAttempt") or [])
@@ -97,7 +110,8 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
     node_mb = max(int(n.get("usedMemoryMB", 0)) + int(n.get("availMemoryMB", 0)) for n in rm_nodes())
     marker = tmp_path / "go"
     app_id = detach(JOBS / "spread-workers.yaml", apps, marker=marker, memory_mb=int(node_mb * 0.4))
-    report = wait_for(lambda: gang_running(app_id, 4), timeout=180, what="4 workers running", interval=0.5)
+    report = wait_for(lambda: gang_running(app_id, 4), timeout=180, what="4 workers running", interval=0.5,
+                      explain=lambda: cluster_picture(app_id))
     am_host = rm_app(app_id)["amHostHttpAddress"].rsplit(":", 1)[0]
     hosts = [t["host"] for t in report["tasks"]]
     victim = next(h for h in hosts if h != am_host)  # at most 2 workers fit beside the AM
@@ -105,8 +119,9 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
     node_sh("stop", RIG["nodes"][victim], force=True)  # NodeManager and container processes: kill -9
     try:
         # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
-        after = wait_for(lambda: gang_running(app_id, 4, attempt=2), timeout=120,
-                         what="the gang running again after the node died", interval=0.5)
+        after = wait_for(lambda: gang_running(app_id, 4, attempt=2), timeout=180,
+                         what="the gang running again after the node died", interval=0.5,
+                         explain=lambda: cluster_picture(app_id))
         assert "RUNNING" in [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim]
     finally:
         node_sh("start", RIG["nodes"][victim])
