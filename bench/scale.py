@@ -392,6 +392,10 @@ def main() -> int:
     if skein_started is not None:
         over_started = ready - skein_started
         print(f"subm - skein started:   {over_started:+.2f} s ({over_started / (args.tasks / 64):+.2f} s per 64 tasks)")
+        # Reps are pairs run back to back: their differences vary less than rig to rig.
+        pairs = [f"{r['ready'] - p['started']:+.2f}" for r, p in zip(results, plain)
+                 if r["ready"] is not None and p["started"] is not None]
+        print(f"  per rep:              {', '.join(pairs)} s")
     print(f"AM peak RSS (python):   {fmt(med('am_python_mib'), 'MiB')}")
     print(f"AM peak RSS (java):     {fmt(med('am_java_mib'), 'MiB')}")
     print(f"AM container peak RSS:  {fmt(med('am_sum_mib'), 'MiB')} (python + java; goal < 512 MiB)")

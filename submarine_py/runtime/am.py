@@ -128,7 +128,8 @@ class ApplicationMaster(Recovery):
             ex = self.executors.get(ex_id)
             if ex is None:
                 ex = self.executors[ex_id] = Executor(ex_id, role)
-            ex.info.update({k: body.get(k) for k in ("pid", "container", "log_dirs", "host")})
+            ex.info.update({k: body.get(k) for k in ("pid", "container", "node_http", "log_dirs", "host")})
+            self.containers.registered(ex_id, ex.info)
             ex.last_seen = time.monotonic()
             if self._finishing or ex.lost:
                 self._send(ex, "exit", code=0)

@@ -58,6 +58,10 @@ class Containers:
         replacements off the machine it ran on while that machine does not answer."""
         self.kill(executor)
 
+    def registered(self, executor: str, info: Dict[str, Optional[str]]) -> None:
+        """An executor registered, saying where it runs (``container``: the cluster's container
+        id, ``node_http``: its node manager's web address), which spares asking the cluster."""
+
     def describe(self, executor: str) -> str:
         """A short word on an executor that has not registered (e.g. 'pending in queue default')."""
         return ""

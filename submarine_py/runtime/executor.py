@@ -203,6 +203,13 @@ def _index_from_container_id(container_id):
     return tail if tail.isdigit() else None
 
 
+def _node_http(env):
+    """The web address of the NodeManager running this container (YARN sets both in every
+    container), or None: the AM then asks the cluster where the container is."""
+    host, port = env.get("NM_HOST"), env.get("NM_HTTP_PORT")
+    return "%s:%s" % (host, port) if host and port else None
+
+
 def _write_python_wrappers(env, workdir):
     """``python`` and ``python3`` for the task's command on YARN, when SUBM_PYTHON_WRAPPER says
     so: wrappers that start this executor's interpreter by the path it was started from
@@ -261,7 +268,7 @@ class Executor:
         body = {"executor": self.executor_id, "role": self.role, "index": self.index_hint,
                 "host": self.host, "port": self.reservation.port, "pid": os.getpid(),
                 "attempt": attempt, "container": self.env.get("CONTAINER_ID"),
-                "log_dirs": self.env.get("LOG_DIRS")}
+                "node_http": _node_http(self.env), "log_dirs": self.env.get("LOG_DIRS")}
         reply = self.am.call("POST", "/v1/register", body)
         self.index_hint = str(reply.get("index", self.index_hint))
         try:

@@ -4,6 +4,12 @@ Runs inside the application's master container (skein's master script, see
 ``am_main``). The first container of every task is requested with the
 application itself; these add replacements, notices containers that ended (the executor normally
 says so first, over HTTP), and hands the final state to YARN.
+
+Where a container runs (its YARN id and NodeManager) comes with its executor's registration.
+The poll asks skein for ended containers only: every container of a large job, twice a
+second for the whole job, cost the AM's two processes seconds of CPU while the gang started
+(skein's AM serializes them over TLS). Only while a machine is avoided does it ask for running
+ones too, to release those YARN places there.
 """
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...plan import Plan, TaskPlan
 from ...runtime.containers import Containers, Ended
@@ -49,17 +55,31 @@ class YarnContainers(Containers):
         self.avoided: Dict[str, float] = {}
         #: Containers seen allocated (skein's RUNNING) so far.
         self.placed: Set[str] = set()
+        #: Where registered executors run: executor -> {"container": YARN id, "node_http": NM web}.
+        self.where: Dict[str, Dict[str, str]] = {}
 
-    def _refresh(self) -> List[object]:
+    def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
 
-        found = self.app.get_containers(states=list(skein.model.ContainerState))
+        states = sorted(CONTAINER_ENDED) if ended_only else list(skein.model.ContainerState)
+        found = self.app.get_containers(states=states)
         with self.lock:
             for c in found:
                 self.containers[c.id] = c
         return found
 
+    def _address(self, executor: str) -> Tuple[Optional[str], Optional[str]]:
+        """(YARN container id, NodeManager web address) of an executor's container, if known."""
+        seen = self.where.get(executor) or {}
+        c = self.containers.get(executor)
+        return (seen.get("container") or (c.yarn_container_id if c is not None else None),
+                seen.get("node_http") or (c.yarn_node_http_address if c is not None else None))
+
     # -- Containers -----------------------------------------------------------------
+    def registered(self, executor: str, info: Dict[str, Optional[str]]) -> None:
+        if info.get("container") and info.get("node_http"):
+            self.where[executor] = {"container": str(info["container"]), "node_http": str(info["node_http"])}
+
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
@@ -75,13 +95,15 @@ class YarnContainers(Containers):
             return []
         self.next_poll = now + POLL_SECONDS
         ended = []
-        for c in self._refresh():
+        for c in self._refresh(ended_only=not self.avoided):
             state = str(c.state)
             if state == "RUNNING" and c.id not in self.placed:
                 self.placed.add(c.id)
-                refused = self._refuse_if_avoided(c)
-                if refused:
-                    ended.append(refused)
+                # An executor that registered, or one the AM released, was not placed just now.
+                if c.id not in self.where and c.id not in self.killed:
+                    refused = self._refuse_if_avoided(c)
+                    if refused:
+                        ended.append(refused)
             elif state in CONTAINER_ENDED and c.id not in self.reported:
                 self.reported.add(c.id)
                 if c.id not in self.killed:
@@ -136,14 +158,18 @@ class YarnContainers(Containers):
             log.debug("kill_container(%s): %s", executor, exc)
 
     def lost(self, executor: str) -> None:
-        c = self.containers.get(executor)
-        host = _host(c.yarn_node_http_address) if c is not None else None
-        if host and not _nm_answers(c.yarn_node_http_address):
+        node_http = self._address(executor)[1]
+        host = _host(node_http)
+        if host and not _nm_answers(node_http):
             log.warning("node %s does not answer: keeping replacements off it", host)
             self.avoided.setdefault(host, time.monotonic())
         self.kill(executor)
 
     def describe(self, executor: str) -> str:
+        try:  # a diagnostic: worth a fresh word from skein
+            self._refresh()
+        except Exception:
+            pass
         c = self.containers.get(executor)
         if c is None:
             return "no container"
@@ -181,20 +207,26 @@ class YarnContainers(Containers):
         return c
 
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
-        c = self._container(executor)
-        if c is None or not c.yarn_node_http_address:
+        if executor and executor in self.where:
+            container, node_http = self._address(executor)
+        else:
+            c = self._container(executor)
+            if c is None:
+                return ""
+            container, node_http = c.yarn_container_id, c.yarn_node_http_address
+        if not node_http or not container:
             return ""
-        return f"http://{c.yarn_node_http_address}/node/containerlogs/{c.yarn_container_id}/{self.user}"
+        return f"http://{node_http}/node/containerlogs/{container}/{self.user}"
 
     def stderr_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         logs = self.log_location(task, executor)
         return f"{logs}/stderr" if logs else ""
 
     def details(self, executor: Optional[str]) -> Dict[str, str]:
-        c = self.containers.get(executor) if executor else None
-        if c is None:
+        if not executor or (executor not in self.where and executor not in self.containers):
             return {}
-        return {"container_id": c.yarn_container_id or "", "node_http": c.yarn_node_http_address or ""}
+        container, node_http = self._address(executor)
+        return {"container_id": container or "", "node_http": node_http or ""}
 
     def set_status_url(self, url: str) -> None:
         # Through skein's web UI (the YARN tracking URL): .../proxy/<app>/pages/subm/

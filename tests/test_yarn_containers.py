@@ -1,0 +1,92 @@
+"""What the YARN AM asks skein, and what it learns from its executors instead (pure logic).
+
+``YarnContainers`` runs in the AM against skein's ApplicationClient; here a stand-in client
+records the calls. The yarn tests (``test_yarn_faults.py``) show the same on a real cluster.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import List, Optional
+
+import pytest
+
+from submarine_py.backends.yarn import containers as yarn_containers
+from submarine_py.backends.yarn.containers import YarnContainers
+from submarine_py.jobfile import JobSpec
+from submarine_py.plan import make_plan
+
+pytestmark = pytest.mark.unit
+
+
+def container(cid: str, state: str, node: str = "n1:8042", yarn_id: Optional[str] = None):
+    return SimpleNamespace(id=cid, state=state, service_name=cid.split("_")[0], yarn_node_http_address=node,
+                           yarn_container_id=yarn_id or f"container_1_0001_01_{cid.split('_')[1]}",
+                           exit_message="", start_time=None)
+
+
+class FakeApp:
+    """skein's ApplicationClient as far as the AM uses it: containers, filtered by state."""
+
+    def __init__(self, containers):
+        self.all = {c.id: c for c in containers}
+        self.asked: List[List[str]] = []
+        self.killed: List[str] = []
+
+    def get_containers(self, states):
+        wanted = [str(s) for s in states]
+        self.asked.append(sorted(wanted))
+        return [c for c in self.all.values() if c.state in wanted]
+
+    def kill_container(self, cid):
+        self.killed.append(cid)
+        self.all[cid].state = "KILLED"
+
+
+@pytest.fixture
+def yarn(monkeypatch):
+    monkeypatch.setattr(yarn_containers, "nm_container", lambda *a, **k: {"exitCode": 1, "diagnostics": ""})
+    monkeypatch.setattr(yarn_containers, "node_log", lambda *a, **k: b"")
+    monkeypatch.setattr(yarn_containers, "_nm_answers", lambda node_http, timeout=1.0: node_http != "dead:8042")
+    plan = make_plan(JobSpec.from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
+    app = FakeApp([container("worker_0", "RUNNING"), container("worker_1", "RUNNING", node="dead:8042")])
+    return YarnContainers(app, plan, user="alice"), app
+
+
+def poll(yc: YarnContainers):
+    yc.next_poll = 0.0
+    return yc.poll()
+
+
+def test_the_poll_asks_for_ended_containers_only_while_no_machine_is_avoided(yarn):
+    yc, app = yarn
+    assert poll(yc) == []
+    assert app.asked == [["FAILED", "KILLED", "SUCCEEDED"]]
+    app.all["worker_0"].state = "FAILED"
+    [ended] = poll(yc)
+    assert ended.executor == "worker_0" and ended.exit_code == 1
+    assert poll(yc) == []  # reported once
+
+
+def test_where_an_executor_runs_comes_from_its_registration_without_asking_skein(yarn):
+    yc, app = yarn
+    yc.registered("worker_0", {"container": "container_9_0001_01_000002", "node_http": "n1:8042"})
+    assert yc.log_location(None, "worker_0") == "http://n1:8042/node/containerlogs/container_9_0001_01_000002/alice"
+    assert yc.details("worker_0") == {"container_id": "container_9_0001_01_000002", "node_http": "n1:8042"}
+    assert app.asked == []
+
+
+def test_an_executor_lost_with_its_machine_keeps_replacements_off_it_and_is_not_released_twice(yarn):
+    yc, app = yarn
+    for cid in ("worker_0", "worker_1"):
+        c = app.all[cid]
+        yc.registered(cid, {"container": c.yarn_container_id, "node_http": c.yarn_node_http_address})
+    poll(yc)
+    yc.lost("worker_1")  # its machine does not answer
+    assert "dead" in yc.avoided and app.killed == ["worker_1"]
+    app.all["worker_1"].state = "RUNNING"  # skein may still list it: its NodeManager never answered
+    app.all["worker_2"] = container("worker_2", "RUNNING", node="dead:8042")  # YARN places a replacement there
+    app.all["worker_3"] = container("worker_3", "RUNNING", node="n1:8042")
+    ended = poll(yc)
+    assert app.asked[-1] == sorted(["FAILED", "KILLED", "RUNNING", "SUCCEEDED", "REQUESTED", "WAITING"])
+    assert [(e.executor, e.counts) for e in ended] == [("worker_2", False)]
+    assert app.killed == ["worker_1", "worker_2"]
