@@ -273,7 +273,7 @@ def test_tensorflow_roles_get_their_tf_config_and_ps_is_stopped_when_the_tracked
                       ("ps", 0): ("STOPPED", False)}
     ps = next(t for t in report["tasks"] if t["role"] == "ps")
     assert "TF_CONFIG ok for ps:0" in container_log(ps, "stdout")  # ps got its config before it was stopped
-    wait_for(lambda: no_running_container(report["app_id"]), timeout=20, what="no container of the job left",
+    wait_for(lambda: no_running_container(report["app_id"]), timeout=60, what="no container of the job left",
              interval=0.5)
 
 
@@ -295,7 +295,7 @@ def test_a_gang_that_yarn_cannot_place_fails_after_gang_seconds_saying_what_is_p
     assert "(pending: YARN has not allocated them" in diagnostics
     assert f"<memory:{memory_mb} MiB" in diagnostics and "cluster free:" in diagnostics
     assert diagnostics in rm_app(report["app_id"])["diagnostics"]
-    wait_for(lambda: no_running_container(report["app_id"]), timeout=20, what="no container of the job left",
+    wait_for(lambda: no_running_container(report["app_id"]), timeout=60, what="no container of the job left",
              interval=0.5)
 
 
@@ -336,7 +336,7 @@ def test_list_and_kill_a_running_job_leaves_no_container(apps):
     # Reported as killed by `subm kill` (YARN's diagnostics carry it), not as a signal the AM got.
     assert "killed by `subm kill`" in report["diagnostics"] and "SIGTERM" not in report["diagnostics"]
     assert "killed by `subm kill`" in status(app_id)["diagnostics"]
-    wait_for(lambda: no_running_container(app_id), timeout=20, what=f"no container of {app_id} running",
+    wait_for(lambda: no_running_container(app_id), timeout=60, what=f"no container of {app_id} running",
              interval=0.5)
 
     rc, listed, err = run_json("list", "--backend", "yarn", env=YARN)
@@ -365,7 +365,7 @@ def test_stopping_subm_run_kills_the_application(apps):
     assert f"Interrupted: killing {app['id']}" in err
     assert json.loads(out)["state"] == "KILLED"
     assert rm_app(app["id"])["state"] == "KILLED"
-    wait_for(lambda: no_running_container(app["id"]), timeout=20, what="no container of the job left",
+    wait_for(lambda: no_running_container(app["id"]), timeout=60, what="no container of the job left",
              interval=0.5)
 
 

@@ -270,7 +270,7 @@ def test_list_shows_the_attempts_of_running_and_finished_jobs(tmp_path, apps):
 def test_a_lost_am_still_leaves_a_report_with_the_tasks(tmp_path, apps):
     app_id = detach(write_job(tmp_path, SLEEPERS.format(name="am-lost")), apps)
     wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
-    pids = wait_for(lambda: am_pids(app_id), timeout=30, what="the AM's process")
+    pids = wait_for(lambda: am_pids(app_id), timeout=60, what="the AM's process")
     os.kill(pids[0], signal.SIGKILL)  # no chance to write a final report
     wait_final(app_id)
     report = status(app_id)
@@ -284,7 +284,7 @@ def test_when_yarn_kills_the_am_container_its_log_claims_no_other_verdict(tmp_pa
     AM died), so the AM's log must not say KILLED."""
     app_id = detach(write_job(tmp_path, SLEEPERS.format(name="am-sigterm")), apps)
     wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
-    pids = wait_for(lambda: am_pids(app_id), timeout=30, what="the AM's process")
+    pids = wait_for(lambda: am_pids(app_id), timeout=60, what="the AM's process")
     os.killpg(os.getpgid(pids[0]), signal.SIGTERM)  # as the NodeManager stops a container
     final = wait_final(app_id)
     rc, text, err = subm("logs", app_id, env=YARN)
