@@ -90,3 +90,9 @@ def test_an_executor_lost_with_its_machine_keeps_replacements_off_it_and_is_not_
     assert app.asked[-1] == sorted(["FAILED", "KILLED", "RUNNING", "SUCCEEDED", "REQUESTED", "WAITING"])
     assert [(e.executor, e.counts) for e in ended] == [("worker_2", False)]
     assert app.killed == ["worker_1", "worker_2"]
+
+
+def test_an_executor_lost_before_it_registered_with_this_am_is_found_through_skein(yarn):
+    yc, app = yarn  # e.g. the AM was replaced, and the executor fell silent before calling the new one
+    yc.lost("worker_1")
+    assert "dead" in yc.avoided and app.killed == ["worker_1"]

@@ -159,6 +159,12 @@ class YarnContainers(Containers):
 
     def lost(self, executor: str) -> None:
         node_http = self._address(executor)[1]
+        if not node_http:  # an executor that registered with an earlier AM: ask skein (rare)
+            try:
+                self._refresh()
+            except Exception:
+                pass
+            node_http = self._address(executor)[1]
         host = _host(node_http)
         if host and not _nm_answers(node_http):
             log.warning("node %s does not answer: keeping replacements off it", host)
