@@ -287,11 +287,12 @@ def test_a_gang_that_yarn_cannot_place_fails_after_gang_seconds_saying_what_is_p
     assert report["state"] == "FAILED"
     diagnostics = report["diagnostics"]
     assert "gang not complete within timeouts.gang_seconds (8 s)" in diagnostics
-    # At least the worker no node has room for is missing; on a slow cluster, one YARN allocates
-    # late may be missing too. Each missing worker is a container still asked for.
+    # At least the worker no node has room for is missing, its container still asked for. On a
+    # slow cluster, workers YARN allocates late (still asked for) or whose executors have not
+    # registered yet (running) may be missing too.
     found = re.search(r"missing: ((?:worker:\d+(?:, )?)+) \(containers of role worker: (\d+) REQUESTED", diagnostics)
     assert found, diagnostics
-    assert 1 <= len(found.group(1).split(", ")) == int(found.group(2)) <= workers, diagnostics
+    assert 1 <= int(found.group(2)) <= len(found.group(1).split(", ")) <= workers, diagnostics
     assert "(pending: YARN has not allocated them" in diagnostics
     assert f"<memory:{memory_mb} MiB" in diagnostics and "cluster free:" in diagnostics
     assert diagnostics in rm_app(report["app_id"])["diagnostics"]
