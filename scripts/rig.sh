@@ -15,7 +15,8 @@
 #   SUBM_RIG_JAVA   where a Java 11 runtime is installed once and kept
 #                   (${XDG_CACHE_HOME:-~/.cache}/subm-rig/java), unless JAVA_HOME is Java 8 or 11
 #
-# On top of up.sh, the ResourceManager gets (then restarts once with them):
+# On top of up.sh, the ResourceManager gets (then restarts once with them, its NodeManagers
+# stopped meanwhile and started afresh after it):
 #   - work-preserving recovery (yarn.resourcemanager.recovery.enabled, a file state store):
 #     a ResourceManager restart keeps running applications, as on production clusters;
 #   - simple HTTP authentication (AuthenticationFilterInitializer, anonymous allowed): the
@@ -117,11 +118,17 @@ add_props "$dir/conf/core-site.xml" \
   hadoop.http.authentication.simple.anonymous.allowed true \
   hadoop.http.authentication.signature.secret.file "$dir/http-secret"
 head -c 32 /dev/urandom | base64 > "$dir/http-secret"
+# The NodeManagers stop while the ResourceManager restarts, and start afresh after it: a
+# NodeManager that resyncs with a restarted ResourceManager instead can stop heartbeating
+# for good (Hadoop 3.1.1; seen in CI: the RM listed the node RUNNING, placed nothing there,
+# and expired it 10 minutes later, so a 3-node rig ran on 2 nodes).
 (
   # shellcheck disable=SC1091
   source "$dir/env.sh"
   if [ "$(id -u)" = 0 ]; then export YARN_RESOURCEMANAGER_USER=root; fi
+  for i in $(seq "$RIG_NODES"); do RIG_DIR=$dir bash "$shared/node.sh" stop "$i"; done
   yarn --daemon stop resourcemanager && yarn --daemon start resourcemanager
+  for i in $(seq "$RIG_NODES"); do RIG_DIR=$dir bash "$shared/node.sh" start "$i"; done
 ) >>"$dir/up.log" 2>&1 9>&- || { cat "$dir/up.log" >&2; exit 1; }
 for _ in $(seq 120); do
   if RM=http://$RIG_HOST:8088 N=$RIG_NODES python3 - <<'PY' 2>/dev/null; then break; fi
