@@ -96,3 +96,11 @@ def test_an_executor_lost_before_it_registered_with_this_am_is_found_through_ske
     yc, app = yarn  # e.g. the AM was replaced, and the executor fell silent before calling the new one
     yc.lost("worker_1")
     assert "dead" in yc.avoided and app.killed == ["worker_1"]
+
+
+def test_a_gang_timeout_describing_many_tasks_asks_skein_once(yarn):
+    yc, app = yarn
+    for executor in ("worker_0", "worker_1"):
+        assert "RUNNING" in yc.describe(executor)
+    assert "2 RUNNING" in yc.describe_role("worker")
+    assert len(app.asked) == 1

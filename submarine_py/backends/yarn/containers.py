@@ -57,6 +57,8 @@ class YarnContainers(Containers):
         self.placed: Set[str] = set()
         #: Where registered executors run: executor -> {"container": YARN id, "node_http": NM web}.
         self.where: Dict[str, Dict[str, str]] = {}
+        #: When skein last gave every container (monotonic), for diagnostics asked in a row.
+        self.refreshed_at = float("-inf")
 
     def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
@@ -66,7 +68,19 @@ class YarnContainers(Containers):
         with self.lock:
             for c in found:
                 self.containers[c.id] = c
+        if not ended_only:
+            self.refreshed_at = time.monotonic()
         return found
+
+    def _fresh(self) -> None:
+        """Every container as skein sees it, for a diagnostic: asked at most once per poll
+        interval (a gang timeout describes each missing task and role in a row)."""
+        if time.monotonic() - self.refreshed_at < POLL_SECONDS:
+            return
+        try:
+            self._refresh()
+        except Exception:
+            pass
 
     def _address(self, executor: str) -> Tuple[Optional[str], Optional[str]]:
         """(YARN container id, NodeManager web address) of an executor's container, if known."""
@@ -158,13 +172,9 @@ class YarnContainers(Containers):
             log.debug("kill_container(%s): %s", executor, exc)
 
     def lost(self, executor: str) -> None:
+        if executor not in self.where:  # it registered with an earlier AM, or never: ask skein
+            self._container(executor)
         node_http = self._address(executor)[1]
-        if not node_http:  # an executor that registered with an earlier AM: ask skein (rare)
-            try:
-                self._refresh()
-            except Exception:
-                pass
-            node_http = self._address(executor)[1]
         host = _host(node_http)
         if host and not _nm_answers(node_http):
             log.warning("node %s does not answer: keeping replacements off it", host)
@@ -172,10 +182,7 @@ class YarnContainers(Containers):
         self.kill(executor)
 
     def describe(self, executor: str) -> str:
-        try:  # a diagnostic: worth a fresh word from skein
-            self._refresh()
-        except Exception:
-            pass
+        self._fresh()
         c = self.containers.get(executor)
         if c is None:
             return "no container"
@@ -183,10 +190,8 @@ class YarnContainers(Containers):
         return f"container {executor} {c.state}{where}"
 
     def describe_role(self, role: str) -> str:
-        try:
-            containers = [c for c in self._refresh() if c.service_name == role]
-        except Exception:
-            containers = []
+        self._fresh()
+        containers = [c for c in list(self.containers.values()) if c.service_name == role]
         states: Dict[str, int] = {}
         for c in containers:
             states[str(c.state)] = states.get(str(c.state), 0) + 1
@@ -213,13 +218,11 @@ class YarnContainers(Containers):
         return c
 
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
-        if executor and executor in self.where:
-            container, node_http = self._address(executor)
-        else:
-            c = self._container(executor)
-            if c is None:
-                return ""
-            container, node_http = c.yarn_container_id, c.yarn_node_http_address
+        if not executor:
+            return ""
+        if executor not in self.where:
+            self._container(executor)  # asks skein where the container runs, if not known yet
+        container, node_http = self._address(executor)
         if not node_http or not container:
             return ""
         return f"http://{node_http}/node/containerlogs/{container}/{self.user}"
