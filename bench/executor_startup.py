@@ -127,7 +127,7 @@ def main() -> int:
             if shown.returncode == 0:
                 (Path(tmp) / f"{name}.py").write_text(shown.stdout)
         sys.path.insert(0, str(REPO))
-        from submarine_py.runtime.bundle import bundle_source
+        from submarine_py.executor.bundle import bundle_source
 
         new = Path(tmp) / "new" / "subm_executor.py"  # as YARN ships it: one file (bundle.py)
         (new.parent / "appcache").mkdir(parents=True)

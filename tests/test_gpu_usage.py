@@ -8,8 +8,8 @@ import ctypes
 
 import pytest
 
-from submarine_py.runtime.nvml import GpuSampler, visible_gpu_ids
-from submarine_py.runtime.gpu_usage import GpuUsage, add_samples, idle_seconds_setting
+from submarine_py.executor.nvml import GpuSampler, visible_gpu_ids
+from submarine_py.am.gpu_usage import GpuUsage, add_samples, idle_seconds_setting
 
 pytestmark = pytest.mark.unit
 

@@ -27,8 +27,8 @@ from submarine_py.errors import SpecError
 from submarine_py.output import format_progress
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport, TaskReport, replace
-from submarine_py.runtime.am import ApplicationMaster
-from submarine_py.runtime.containers import Containers
+from submarine_py.am.master import ApplicationMaster
+from submarine_py.am.containers import Containers
 from submarine_py.states import JobState, Phase, TaskState
 from submarine_py.jobfile import JobSpec, load_job, parse_set_options
 from submarine_py.jobfile.model import MAX_ARG_STRLEN
@@ -217,7 +217,7 @@ def test_the_token_travels_as_a_localized_file_never_in_the_environment(tmp_path
 
 @pytest.mark.unit
 def test_the_executor_reads_the_token_file_then_drops_its_link(tmp_path):
-    from submarine_py.runtime.am_client import read_token
+    from submarine_py.executor.am_client import read_token
 
     private = tmp_path / "filecache" / "token"
     private.parent.mkdir()
@@ -287,7 +287,7 @@ def test_a_snapshot_report_of_a_killed_job_keeps_its_tasks_as_killed():
 
 @pytest.mark.unit
 def test_the_report_file_names_the_roles_variables_but_hides_their_values(tmp_path):
-    from submarine_py.runtime.am_report import spec_without_secrets
+    from submarine_py.am.reporting import spec_without_secrets
 
     spec = spec_of(tmp_path, roles={"worker": {"command": "run", "env": {"DB_PASSWORD": "hunter2"}}})
     written = spec_without_secrets(make_plan(spec))

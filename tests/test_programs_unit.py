@@ -17,7 +17,7 @@ from submarine_py.errors import SpecError
 from submarine_py.frameworks import get_framework
 from submarine_py.interpreters import shell_setup, write_wrappers
 from submarine_py.plan import make_plan
-from submarine_py.runtime.executor import lay_out_files
+from submarine_py.executor.main import lay_out_files
 from submarine_py.jobfile import JobSpec
 
 pytestmark = pytest.mark.unit
@@ -188,7 +188,7 @@ def test_wrappers_run_the_interpreter_by_the_path_given(tmp_path, how):
 def test_a_yarn_executor_writes_the_wrappers_of_the_interpreter_it_was_started_with(tmp_path, monkeypatch, python):
     """The same wrappers, written by the executor when its first command starts (YARN)."""
     from submarine_py.interpreters import WRAPPER_ENV, YARN_BIN_DIR, wrapper_script
-    from submarine_py.runtime import executor
+    from submarine_py.executor import main as executor
 
     monkeypatch.setattr(executor.sys, "executable", python)
     executor._write_python_wrappers({}, str(tmp_path))

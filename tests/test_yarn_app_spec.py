@@ -99,7 +99,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     """One file for YARN to localize per container (each costs the NodeManager's work before
     the process starts), written at submission; no job file may take its modules' names."""
     from submarine_py.jobfile.files import RESERVED_FILES
-    from submarine_py.runtime import executor
+    from submarine_py.executor import main as executor
 
     opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088",
                        executor_bundle=str(tmp_path / EXECUTOR_FILE))
@@ -108,7 +108,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     assert [name for name in worker.files if name.startswith("subm_") and name.endswith(".py")] == [EXECUTOR_FILE]
     assert worker.files[EXECUTOR_FILE].source.replace("file://", "") == str(tmp_path / EXECUTOR_FILE)
     assert set(executor.shipped_files()) | {executor.shipped_name(executor.ENVCACHE)} <= set(RESERVED_FILES)
-    from submarine_py.runtime.bundle import bundle_source
+    from submarine_py.executor.bundle import bundle_source
 
     embedded = next(line for line in bundle_source().splitlines() if line.startswith("SUBM_EMBEDDED = "))
     for module in ("executor", "proctree", "nvml", "am_client", "envcache"):

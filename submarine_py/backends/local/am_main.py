@@ -10,8 +10,8 @@ import os
 import sys
 from typing import List
 
-from ...runtime.am import ApplicationMaster
-from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
+from ...am.master import ApplicationMaster
+from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...states import JobState
 from .backend import SHARED_DIR
 from .containers import LocalContainers

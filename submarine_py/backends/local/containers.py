@@ -13,8 +13,8 @@ from ... import interpreters
 from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
-from ...runtime import executor as executor_module
-from ...runtime.containers import Containers, Ended
+from ...executor import main as executor_module
+from ...am.containers import Containers, Ended
 from . import docker as local_docker
 
 EXECUTOR_PATH = os.path.abspath(executor_module.__file__)

@@ -7,7 +7,7 @@ import subprocess
 from typing import Dict, List, Optional, Sequence
 
 from ...plan import TaskPlan
-from ...runtime import executor as executor_module
+from ...executor import main as executor_module
 
 LABEL = "subm.job"
 #: Variables passed by name only (see :func:`run_argv`).

@@ -14,9 +14,9 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...report import JobReport
-from ...runtime.am import ApplicationMaster
-from ...runtime.am_process import load_job_file, plan_of, run_am, setup_logging
-from ...runtime.am_report import write_json
+from ...am.master import ApplicationMaster
+from ...am.process import load_job_file, plan_of, run_am, setup_logging
+from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers

@@ -17,11 +17,11 @@ from typing import Dict, Optional, Sequence
 
 from ... import interpreters
 from ...plan import Plan, TaskPlan
-from ...runtime import executor as executor_module
+from ...executor import main as executor_module
 from ...states import RestartPolicy
 from . import shipping
 
-#: What containers get of the executor: one file, its modules embedded (runtime/bundle.py).
+#: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
 #: (.pth files, editable installs' finders) would only delay the gang's registration.
 EXECUTOR_FILE = executor_module.shipped_name("executor")
@@ -47,7 +47,7 @@ class YarnOptions:
     rm_url: str
     #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
     files_archive: Optional[str] = None
-    #: The executor with its modules as one file (written by submit(): runtime/bundle.py).
+    #: The executor with its modules as one file (written by submit(): executor/bundle.py).
     executor_bundle: Optional[str] = None
     node_hosts: Sequence[str] = ()
     python: Optional[str] = None  # default: the submitting interpreter

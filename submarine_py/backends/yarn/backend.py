@@ -28,8 +28,8 @@ from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend
-from ...runtime import bundle
-from ...runtime.am_process import SIGNALLED
+from ...executor import bundle
+from ...am.process import SIGNALLED
 from . import shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, node_log_sizes, stream_node_log, yarn_user
@@ -432,7 +432,7 @@ def archive_checksum(path: str) -> str:
     Remembered in ``$SUBM_HOME/archive-sums.json`` by path, size and mtime, so that
     submitting the same archive again does not read hundreds of MB again.
     """
-    from ...runtime.envcache import sha256_of
+    from ...executor.envcache import sha256_of
     from ..local.backend import subm_home
 
     st = os.stat(path)

@@ -20,7 +20,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...plan import Plan, TaskPlan
-from ...runtime.containers import Containers, Ended
+from ...am.containers import Containers, Ended
 from ...states import JobState
 from .rest import ResourceManager, nm_container, node_log, yarn_user
 

@@ -35,7 +35,7 @@ def url_sources(files: Mapping[str, str]) -> Dict[str, str]:
 
 
 def executor_env(files: Mapping[str, str]) -> Dict[str, str]:
-    """What tells the executor to lay the files out (see ``runtime/executor.py``)."""
+    """What tells the executor to lay the files out (see ``executor/main.py``)."""
     env = {}
     if local_sources(files):
         env["SUBM_FILES_ARCHIVE"] = FILES_ARCHIVE

@@ -14,7 +14,7 @@ from typing import Any, Dict, Tuple
 from urllib.parse import parse_qs, urlparse
 
 from ..templating import render
-from .am import ApplicationMaster
+from .master import ApplicationMaster
 
 log = logging.getLogger("subm.am.http")
 MAX_BODY = 1 << 20

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional
 from ..jobfile.model import JobSpec
 from ..plan import Plan, make_plan
 from ..report import JobReport
-from .am import ApplicationMaster
+from .master import ApplicationMaster
 from .server import serve
 
 

@@ -12,7 +12,7 @@ are started from one long-lived thread).
 
 Beside it: ``records.py`` (its records of tasks and executors), ``recovery.py`` (fault
 handling, a mixin), ``diagnostics.py`` (the words of failures and timeouts),
-``am_report.py`` (the report and its file), ``server.py`` (the HTTP endpoint).
+``reporting.py`` (the report and its file), ``server.py`` (the HTTP endpoint).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..plan import Plan, TaskPlan
 from ..report import Event, JobReport
 from ..states import JobState, Phase, RestartPolicy, TaskState
-from .am_report import build_report, write_report
+from .reporting import build_report, write_report
 from .containers import Containers
 from .diagnostics import gang_missing, quote_tail, restarts_spent
 from .gpu_usage import add_samples, idle_seconds_setting, sample_seconds_setting
@@ -448,7 +448,7 @@ class ApplicationMaster(Recovery):
         return report
 
     def _write_report(self, report: Optional[JobReport] = None) -> None:
-        """Write the report file, if the AM has one (see :mod:`am_report`)."""
+        """Write the report file, if the AM has one (see :mod:`.reporting`)."""
         if self.report_path:
             write_report(self.report_path, report or self.report(), self.plan)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import Dict, Iterable
 
-from . import executor
+from . import main as executor
 
 #: Runs in the container (standard library only, nothing but marshal beyond what Python has
 #: loaded at start): the compiled code of every embedded source, from the node's copy when a
@@ -64,11 +64,11 @@ exec(SUBM_CODE["executor"], globals())
 def bundle_source(modules: Iterable[str] = executor.SIBLINGS + (executor.ENVCACHE,)) -> str:
     """The executor and ``modules`` (its siblings) as one Python file (see the module's doc)."""
     sources: Dict[str, str] = {}
-    for name, path in executor.shipped_files(("executor",) + tuple(modules)).items():
+    for name, path in executor.shipped_files(tuple(modules)).items():
         with open(path) as f:
             sources[name[len("subm_"):-len(".py")]] = f.read()
     digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()[:16]
     return ("#!/usr/bin/env python3\n"
-            '"""submarine-py executor, with its modules (submarine_py/runtime/bundle.py)."""\n'
+            '"""submarine-py executor, with its modules (submarine_py/executor/bundle.py)."""\n'
             "import os\nimport sys\n\n"
             "SUBM_BUNDLE_ID = %r\nSUBM_EMBEDDED = %r\n%s" % (digest, sources, LOADER))

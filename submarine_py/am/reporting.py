@@ -18,7 +18,7 @@ from ..states import JobState, Phase, TaskState
 from .records import shown
 
 if TYPE_CHECKING:
-    from .am import ApplicationMaster
+    from .master import ApplicationMaster
 
 log = logging.getLogger("subm.am")
 

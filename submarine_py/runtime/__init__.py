@@ -1,1 +1,0 @@
-"""The job's runtime: the ApplicationMaster and the per-task executor."""
