@@ -91,7 +91,7 @@ def one_run(executor: str, argv_prefix: List[str], n: int, publish_after: float)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
     for i in range(n):
-        env = dict(os.environ, SUBM_TOKEN="t", SUBM_ROLE="worker", SUBM_AM_DISCOVERY=am.url + "/am",
+        env = dict(os.environ, SUBM_TOKEN="t", SUBM_ROLE="worker", SUBM_STOP_GRACE="3", SUBM_AM_DISCOVERY=am.url + "/am",
                    LOCAL_DIRS=os.path.join(os.path.dirname(executor), "appcache"),
                    SKEIN_CONTAINER_ID=f"worker_{i}", NM_HOST="127.0.0.1")
         procs.append(subprocess.Popen([*argv_prefix, executor], env=env, stdout=subprocess.DEVNULL,

@@ -67,6 +67,12 @@ class Plan:
         """Tasks that see only their own GPUs (every task with ``gpus`` > 0, on both backends)."""
         return frozenset((t.role, t.index) for t in self.tasks if t.resources.gpus > 0)
 
+    def executor_settings(self, role: str) -> Dict[str, str]:
+        """What every executor of ``role`` reads from its environment, whoever starts it (the AM,
+        or YARN for the containers requested with the application): the one route of the
+        job's settings to the executor (``SUBM_STOP_GRACE``: timeouts.stop_grace_seconds)."""
+        return {"SUBM_ROLE": role, "SUBM_STOP_GRACE": f"{self.job.timeouts.stop_grace_seconds:g}"}
+
     def task_env(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
                  attempt: int, shared_dir: Optional[str] = None) -> Dict[str, str]:
         """Everything a task's process gets on top of its inherited environment."""

@@ -59,7 +59,7 @@ class Freezing(FakeContainers):
 
 def am_for(spec: dict, driver) -> ApplicationMaster:
     am = ApplicationMaster(make_plan(JobSpec.from_dict(dict({"name": "t"}, **spec))), "local_test", driver)
-    am.executor_lost_seconds = 0.3
+    am.supervision.lost_after_seconds = 0.3
     driver.am = am
     return am
 
@@ -117,7 +117,7 @@ def test_the_jobs_lost_after_seconds_sets_the_silence_and_the_heartbeat_executor
     for lost, heartbeat in ((6, 2.0), (30, 2.0), (1.5, 0.5)):
         plan = make_plan(JobSpec.from_dict(dict({"name": "t", "timeouts": {"lost_after_seconds": lost}}, **WORKERS)))
         am = ApplicationMaster(plan, "local_test", FakeContainers(lambda role, index, attempt: 0))
-        assert (am.executor_lost_seconds, am.heartbeat_seconds) == (lost, heartbeat)
+        assert (am.supervision.lost_after_seconds, am.gang.heartbeat_seconds) == (lost, heartbeat)
         reply = am.on_register({"executor": "e0", "role": "worker", "index": 0, "host": "h", "port": 1})
         assert reply["heartbeat"] == heartbeat
 
@@ -125,11 +125,11 @@ def test_the_jobs_lost_after_seconds_sets_the_silence_and_the_heartbeat_executor
 def test_an_am_that_was_not_running_does_not_blame_the_executors():
     """A gap in the AM's own loop (suspended, starved of CPU) is not the executors' silence."""
     am = am_for(WORKERS, FakeContainers(lambda role, index, attempt: 0))
-    am.executor_lost_seconds = 6.0
-    am.executors["e1"] = Executor("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
-    assert [ex_id for ex_id, _ in am._check_heartbeats()] == ["e1"]
-    am._forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
-    assert am._check_heartbeats() == []
+    am.supervision.lost_after_seconds = 6.0
+    am.job.executors["e1"] = Executor("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
+    assert [ex_id for ex_id, _ in am.supervision.silent_executors()] == ["e1"]
+    am.supervision.forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
+    assert am.supervision.silent_executors() == []
 
 
 # -- containers that never start ---------------------------------------------------------

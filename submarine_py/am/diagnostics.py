@@ -1,11 +1,10 @@
-"""The words of the AM's diagnostics: a failed task's stderr quoted, what a gang timeout
-found missing, why no restart is left."""
+"""The words of the AM's diagnostics: a failed task's stderr quoted, and what a gang timeout
+found missing (why no restart is left: :meth:`submarine_py.restarts.Restarts.spent`)."""
 from __future__ import annotations
 
 from typing import Dict, Iterable, List
 
-from ..jobfile.model import RestartSpec
-from ..states import RestartPolicy, TaskState
+from ..states import TaskState
 from .containers import Containers
 from .records import Task, shown
 
@@ -35,11 +34,3 @@ def gang_missing(tasks: Iterable[Task], containers: Containers, gang_seconds: fl
         parts.append(f"{', '.join(ids)} ({containers.describe_role(role) or 'not registered'})")
     return (f"gang not complete within timeouts.gang_seconds ({gang_seconds} s), attempt {shown(attempt)}; "
             f"missing: {'; '.join(parts)}")
-
-
-def restarts_spent(restart: RestartSpec) -> str:
-    """Why no restart is left, in the policy's words."""
-    policy, limit = restart.policy, restart.max_restarts
-    if policy == RestartPolicy.NEVER:
-        return f"restart policy '{policy}'"
-    return f"after {limit} restart{'s' if limit != 1 else ''}" if limit else "max_restarts is 0"

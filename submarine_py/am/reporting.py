@@ -10,15 +10,14 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict, Optional
 
 from ..plan import Plan
 from ..report import JobReport, TaskReport, Timings, replace
 from ..states import JobState, Phase, TaskState
+from .containers import Containers
+from .job import JobRun
 from .records import shown
-
-if TYPE_CHECKING:
-    from .master import ApplicationMaster
 
 log = logging.getLogger("subm.am")
 
@@ -35,39 +34,39 @@ def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
     return spec
 
 
-def build_report(am: "ApplicationMaster") -> JobReport:
-    """What the AM knows of the job now (call under its lock)."""
-    end = am.finished_at or time.time()
+def build_report(job: JobRun, containers: Containers, *, user: Optional[str], url: str,
+                 gpu_idle_seconds: float) -> JobReport:
+    """What the AM knows of the job now (call under the job's lock)."""
+    end = job.finished_at or time.time()
     tasks = tuple(TaskReport(
         role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
         restarts=ts.restarts, attempt=shown(ts.attempt), host=ts.host, address=ts.address,
         tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
-        gpu=ts.gpu.summary(am.gpu_idle_seconds), **am.containers.details(ts.executor),
-    ) for ts in am.tasks.values())
-    finishing = am.phase in (Phase.FINISHING, Phase.DONE)
+        gpu=ts.gpu.summary(gpu_idle_seconds), **containers.details(ts.executor),
+    ) for ts in job.tasks.values())
     return JobReport(
-        app_id=am.job_id,
-        name=am.plan.job.name,
-        framework=am.plan.job.framework,
-        backend=am.containers.name,
-        user=am.user,
-        queue=am.plan.job.queue if am.containers.name == "yarn" else None,
-        submitted_at=round(am.submitted_at, 3),
-        started_at=round(am.started_at, 3),
-        finished_at=round(am.finished_at, 3) if am.finished_at else None,
-        state=am.state if finishing else JobState.RUNNING,
-        phase=am.phase,
-        attempts=1 + max(am.gang_restarts, max((t.restarts for t in am.tasks.values()), default=0)),
-        diagnostics=am.diagnostics,
-        running=sum(1 for ts in am.tasks.values() if ts.state == TaskState.RUNNING),
-        total=len(am.tasks),
+        app_id=job.job_id,
+        name=job.plan.job.name,
+        framework=job.plan.job.framework,
+        backend=containers.name,
+        user=user,
+        queue=job.plan.job.queue if containers.name == "yarn" else None,
+        submitted_at=round(job.submitted_at, 3),
+        started_at=round(job.started_at, 3),
+        finished_at=round(job.finished_at, 3) if job.finished_at else None,
+        state=job.state if job.finishing else JobState.RUNNING,
+        phase=job.phase,
+        attempts=job.attempts,
+        diagnostics=job.diagnostics,
+        running=sum(1 for ts in job.tasks.values() if ts.state == TaskState.RUNNING),
+        total=len(job.tasks),
         tasks=tasks,
-        cluster_spec=am.cluster,
-        timings=Timings(gang_ready_seconds=am.gang_ready_seconds,
-                        total_seconds=round(end - am.submitted_at, 3)),
-        status_url=am.url,
-        events=tuple(am.events),
-        final=am.phase == Phase.DONE,
+        cluster_spec=job.cluster,
+        timings=Timings(gang_ready_seconds=job.gang_ready_seconds,
+                        total_seconds=round(end - job.submitted_at, 3)),
+        status_url=url,
+        events=tuple(job.events),
+        final=job.phase == Phase.DONE,
     )
 
 

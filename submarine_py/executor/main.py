@@ -59,9 +59,6 @@ SIBLINGS = ("proctree", "nvml", "am_client")
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
 
-#: SIGTERM -> SIGKILL when the task is stopped; the AM sends the job's
-#: timeouts.stop_grace_seconds with every stop and in SUBM_STOP_GRACE.
-DEFAULT_GRACE = float(os.environ.get("SUBM_STOP_GRACE", "3"))
 #: How long one long poll for instructions lasts unless the AM says otherwise at registration.
 #: Polls follow each other at once: they are the executor's heartbeat, and the AM declares an
 #: executor lost after a few missed ones (a dead machine closes no connection).
@@ -239,6 +236,9 @@ class Executor:
         self.env = env
         self.executor_id = env.get("SUBM_EXECUTOR_ID") or env["SKEIN_CONTAINER_ID"]
         self.role = env["SUBM_ROLE"]
+        #: SIGTERM -> SIGKILL whenever the task is stopped: the job's timeouts.stop_grace_seconds,
+        #: which reaches the executor by this one route (the plan's executor_settings).
+        self.grace = float(env["SUBM_STOP_GRACE"])
         self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
         self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or _fqdn()
         self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
@@ -440,13 +440,13 @@ class Executor:
                 if self.child is None:
                     self.start(instr)
             elif op == "register":
-                self.stop_child(float(instr.get("grace", DEFAULT_GRACE)))
+                self.stop_child(self.grace)
                 self.check_child()
                 self.register(instr.get("attempt"))
             elif op in ("exit", "am-lost"):
                 if op == "am-lost":
                     _log(instr.get("why", "the AM is gone"))
-                self.stop_child(float(instr.get("grace", DEFAULT_GRACE)))
+                self.stop_child(self.grace)
                 self.check_child()
                 self.done.set()
                 if op == "exit":
@@ -467,13 +467,13 @@ def main():
         sys.exit(1)
     try:
         executor = Executor(os.environ)
-    except (ConnectionError, KeyError, ImportError, OSError) as exc:
+    except (ConnectionError, KeyError, ImportError, OSError, ValueError) as exc:
         _log("cannot start: %s" % exc)
         sys.exit(1)
 
     def on_signal(signum, frame):
         proctree.kill_escaped()
-        executor.stop_child(DEFAULT_GRACE)
+        executor.stop_child(executor.grace)
         sys.exit(128 + signum)
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -482,7 +482,7 @@ def main():
         code = executor.run()
     except (ConnectionError, RuntimeError) as exc:
         _log(str(exc))
-        executor.stop_child(DEFAULT_GRACE)
+        executor.stop_child(executor.grace)
         code = 1
     sys.exit(code)
 

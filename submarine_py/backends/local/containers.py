@@ -25,8 +25,8 @@ KILL_MARGIN_SECONDS = 1.0
 class LocalContainers(Containers):
     name = "local"
 
-    def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1",
-                 stop_grace: float = 3.0, shared_dir: Optional[str] = None):
+    def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1", *,
+                 stop_grace: float, shared_dir: Optional[str] = None):
         self.job_dir = job_dir
         #: SIGTERM -> SIGKILL for an executor's process group (the executor gives its task this grace).
         self.stop_grace = stop_grace

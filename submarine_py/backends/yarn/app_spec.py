@@ -18,7 +18,7 @@ from typing import Dict, Optional, Sequence
 from ... import interpreters
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
-from ...states import RestartPolicy
+from ...restarts import Restarts
 from . import shipping
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
@@ -146,10 +146,9 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         task = plan.task(role, 0)
         env = {
             "SUBM_TOKEN_FILE": TOKEN_FILE,
-            "SUBM_ROLE": role,
+            **plan.executor_settings(role),
             "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
             "SUBM_LOG_TO_CONTAINER": "1",
-            "SUBM_STOP_GRACE": f"{plan.job.timeouts.stop_grace_seconds:g}",
             "PYTHONUNBUFFERED": "1",
             **shipping.executor_env(files),
             **docker_env(task, plan.job.shared_dir),
@@ -171,7 +170,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
             # skein replaces a failed container in the same RM heartbeat that reports it (our
             # add_container() would wait for its next one, up to 5 s); the AM still decides
             # whether the job goes on, and ends it when restarts are spent.
-            max_restarts=0 if plan.job.restart.policy == RestartPolicy.NEVER else -1,
+            max_restarts=-1 if Restarts(plan.job.restart).cluster_replaces_containers else 0,
             allow_failures=True,   # a failed container must not end the application
             node_label=spec.node_label or "",
             **hints,
@@ -186,16 +185,6 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     )
 
 
-#: YARN attempts of an application whose restart policy allows restarts: one lost AM (its
-#: process, its machine) is recovered. Not more: skein ends an application for good only from
-#: its last attempt, so a job that fails in an earlier one costs one more (short) AM attempt
-#: that repeats the verdict, and more attempts would repeat it more often.
-AM_ATTEMPTS = 2
-
-
 def am_attempts(plan: Plan) -> int:
-    """YARN attempts of the application (YARN caps them at ``yarn.resourcemanager.am.max-attempts``,
-    2 by default). The new AM counts the loss as a restart and goes on from the attempts the earlier
-    one saved."""
-    restart = plan.job.restart
-    return 1 if restart.policy == "never" or restart.max_restarts <= 0 else AM_ATTEMPTS
+    """YARN attempts of the application (see :attr:`Restarts.am_attempts`)."""
+    return Restarts(plan.job.restart).am_attempts

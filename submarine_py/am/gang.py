@@ -1,0 +1,127 @@
+"""The gang: executors register, each is given a task, and once every task has an executor the
+whole gang is told to run with the cluster spec of this attempt.
+
+A gang that is not complete within ``timeouts.gang_seconds`` of its start (or restart) fails
+the job, naming what is missing (:func:`.diagnostics.gang_missing`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Dict, Optional
+
+from ..states import JobState, Phase, TaskState
+from .containers import Containers
+from .diagnostics import gang_missing
+from .job import JobRun
+from .records import Executor, Task, shown
+
+log = logging.getLogger("subm.am")
+
+
+class Gang:
+    """Registration and the gang's start. ``save_state`` keeps the job's attempts where a later
+    AM can read them (called when the gang is ready)."""
+
+    def __init__(self, job: JobRun, containers: Containers, *, shared_dir: Optional[str],
+                 heartbeat_seconds: float, gpu_sample_seconds: float, save_state: Callable[[], None]):
+        self.job = job
+        self.containers = containers
+        #: SUBM_SHARED_DIR of every task (the backend created it), or None.
+        self.shared_dir = shared_dir
+        self.heartbeat_seconds = heartbeat_seconds
+        self.gpu_sample_seconds = gpu_sample_seconds
+        self.save_state = save_state
+
+    def register(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        """An executor says where it listens (``POST /v1/register``); the reply names its task."""
+        job = self.job
+        with job.lock:
+            ex_id, role = str(body["executor"]), str(body["role"])
+            ex = job.executors.get(ex_id)
+            if ex is None:
+                ex = job.executors[ex_id] = Executor(ex_id, role)
+            ex.info.update({k: body.get(k) for k in ("pid", "container", "node_http", "log_dirs", "host")})
+            self.containers.registered(ex_id, ex.info)
+            ex.last_seen = time.monotonic()
+            if job.finishing or ex.lost:
+                job.send(ex, "exit", code=0)
+                return {"index": body.get("index")}
+            ts = job.tasks.get(ex.task) if ex.task else None
+            if ts is None:
+                ts = self._assign(ex, body.get("index"))
+            if ts is None:
+                job.decide("executor %s of role %s has no task to run; telling it to leave", ex_id, role)
+                job.send(ex, "exit", code=0)
+                return {"index": None}
+            ts.address = f"{body['host']}:{int(body['port'])}"
+            ts.state = TaskState.REGISTERED
+            ts.failed_launches = 0
+            ex.attempt, ex.registered = ts.attempt, True
+            ts.log = self.containers.log_location(ts.plan, ex_id)
+            log.info("%s registered at %s (attempt %d, executor %s)", ts.plan.id, ts.address, shown(ts.attempt), ex_id)
+            self.maybe_run()
+            return {"index": ts.plan.index, "attempt": ts.attempt, "heartbeat": self.heartbeat_seconds}
+
+    def _assign(self, ex: Executor, hint: Any) -> Optional[Task]:
+        """A task of the executor's role without a live executor, the one it asks for first."""
+        job = self.job
+        candidates = [ts for ts in job.tasks.values()
+                      if ts.plan.role == ex.role and job.live_executor(ts) is None]
+        try:
+            wanted = int(hint) if hint is not None else None
+        except ValueError:
+            wanted = None
+        candidates.sort(key=lambda ts: (ts.plan.index != wanted, ts.plan.index))
+        if not candidates:
+            return None
+        ts = candidates[0]
+        ts.executor, ex.task = ex.id, ts.key
+        if ts.key in job.to_launch:  # an executor we did not launch for it (e.g. YARN instances)
+            job.to_launch.remove(ts.key)
+        return ts
+
+    def maybe_run(self) -> None:
+        """Start every registered task whose peers are all registered."""
+        job = self.job
+        if job.finishing:
+            return
+        waiting = [ts for ts in job.tasks.values() if ts.state == TaskState.REGISTERED]
+        if not waiting:
+            return
+        if job.phase == Phase.STARTING:
+            if any(ts.state != TaskState.REGISTERED for ts in job.tasks.values()):
+                return
+            # The first time: seconds since submission, the number the report's timings (and the
+            # summary line) carry; after a restart: seconds since that restart.
+            if job.gang_ready_seconds is None:
+                job.gang_ready_seconds = round(time.time() - job.submitted_at, 3)
+                since = f"{job.gang_ready_seconds:.1f} s after submission"
+            else:
+                since = f"{time.monotonic() - job.gang_started:.1f} s after the restart"
+            job.decide("gang ready: all %d tasks registered (attempt %d), %s",
+                       len(job.tasks), shown(job.attempt), since)
+            job.phase = Phase.RUNNING
+            self.save_state()
+        plan = job.plan
+        job.cluster = plan.cluster_spec({ts.key: ts.address for ts in job.tasks.values()})
+        hold = plan.framework.reuses_port
+        for ts in waiting:
+            ex = job.live_executor(ts)
+            if ex is None:
+                continue
+            env = plan.task_env(ts.plan, job.cluster, job.job_id, ts.attempt, self.shared_dir)
+            header = (f"[subm] job={job.job_id} role={ts.plan.role} index={ts.plan.index} "
+                      f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
+                      f"command: {ts.plan.command}")
+            ts.state = TaskState.RUNNING
+            job.send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
+                     hold_port=hold, header=header, gpus=ts.plan.resources.gpus,
+                     gpu_sample_seconds=self.gpu_sample_seconds)
+
+    def check_timeout(self) -> None:
+        """Fail the job if the gang is not complete within ``timeouts.gang_seconds`` of its start."""
+        job = self.job
+        limit = job.plan.job.timeouts.gang_seconds
+        if job.phase == Phase.STARTING and time.monotonic() - job.gang_started > limit:
+            job.finish(JobState.FAILED, gang_missing(job.tasks.values(), self.containers, limit, job.attempt))

@@ -1,0 +1,114 @@
+"""What the ApplicationMaster knows of its job while it runs: the live state its parts share.
+
+The AM is split by responsibility (``gang.py``: registration and the gang; ``supervision.py``:
+running tasks and their ends; ``recovery.py``: failures and restarts; ``reporting.py``: the
+report). Each takes this :class:`JobRun` as its explicit input and changes it under its lock;
+the transitions every part needs (a decision logged, an instruction sent, the verdict) are
+methods here, so there is one way to make each.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..plan import Plan
+from ..report import Event
+from ..states import JobState, Phase, TaskState
+from .records import Executor, Task
+
+log = logging.getLogger("subm.am")
+
+#: Decisions kept in the report (the AM's log has all of them).
+MAX_EVENTS = 200
+
+TaskKey = Tuple[str, int]
+
+
+class JobRun:
+    """The job's tasks and executors, its phase and verdict, and the AM's decisions so far."""
+
+    def __init__(self, plan: Plan, job_id: str, *, submitted_at: Optional[float] = None,
+                 prelaunched: bool = False, cluster_replaces_lost: bool = False):
+        self.plan = plan
+        self.job_id = job_id
+        self.submitted_at = submitted_at or time.time()
+        self.started_at = time.time()
+        self.finished_at: Optional[float] = None
+        self.lock = threading.RLock()
+        #: Notified when instructions are queued or executors leave (long polls wait on it).
+        self.changed = threading.Condition(self.lock)
+        self.tasks: Dict[TaskKey, Task] = {(t.role, t.index): Task(t) for t in plan.tasks}
+        self.executors: Dict[str, Executor] = {}
+        self.seq = 0
+        self.attempt = 0  # the gang's attempt (gang policy); tasks keep their own too
+        self.gang_restarts = 0
+        self.phase = Phase.STARTING
+        self.state = JobState.RUNNING
+        self.diagnostics = ""
+        self.gang_started = time.monotonic()
+        self.gang_ready_seconds: Optional[float] = None
+        self.cluster: Optional[Dict[str, List[str]]] = None
+        #: Tasks whose executor the AM must start (the main loop does). Where the first
+        #: executors are requested with the application (YARN), none are launched here.
+        self.to_launch: List[TaskKey] = [] if prelaunched else list(self.tasks)
+        #: The cluster manager replaces an executor whose container failed by itself.
+        self.cluster_replaces_lost = cluster_replaces_lost
+        self.events: List[Event] = []
+
+    # -- the AM's words --------------------------------------------------------------------
+    def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
+        """Log a decision of the AM and keep it for the report's ``events`` (what CI sees)."""
+        log.log(level, msg, *args)
+        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
+        del self.events[:-MAX_EVENTS]
+
+    def send(self, ex: Executor, op: str, **kw: Any) -> None:
+        """Queue an instruction for an executor (its long poll returns it)."""
+        self.seq += 1
+        ex.instructions.append({"seq": self.seq, "op": op, **kw})
+        self.changed.notify_all()
+
+    # -- who runs what ---------------------------------------------------------------------
+    def live_executor(self, ts: Task) -> Optional[Executor]:
+        ex = self.executors.get(ts.executor) if ts.executor else None
+        return ex if ex and ex.alive else None
+
+    def need_executor(self, ts: Task) -> None:
+        """Have a new executor started for a task whose executor is gone."""
+        if self.cluster_replaces_lost and not ts.orphaned:
+            return  # the cluster manager starts one; it registers like any other
+        if ts.key not in self.to_launch:
+            self.to_launch.append(ts.key)
+
+    def all_tracked_succeeded(self) -> bool:
+        return all(t.state == TaskState.SUCCEEDED for t in self.tasks.values() if t.plan.tracked)
+
+    # -- the verdict -----------------------------------------------------------------------
+    @property
+    def finishing(self) -> bool:
+        """True once the verdict is in (the job is finishing or done)."""
+        return self.phase in (Phase.FINISHING, Phase.DONE)
+
+    def finish(self, state: JobState, diagnostics: str, announce: bool = True) -> None:
+        """The verdict: every task still up is stopped, every executor told to leave."""
+        if self.finishing:
+            return
+        self.state, self.diagnostics = state, diagnostics
+        self.phase = Phase.FINISHING
+        self.finished_at = time.time()
+        for ts in self.tasks.values():
+            if ts.state in (TaskState.RUNNING, TaskState.REGISTERED, TaskState.PENDING):
+                ts.state = TaskState.STOPPED if state != JobState.KILLED else TaskState.KILLED
+        for ex in self.executors.values():
+            if ex.alive:
+                self.send(ex, "exit", code=0)
+        self.to_launch.clear()
+        if announce:
+            self.decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
+
+    @property
+    def attempts(self) -> int:
+        """Attempts the job has had: of the gang, or of its most restarted task."""
+        return 1 + max(self.gang_restarts, max((t.restarts for t in self.tasks.values()), default=0))

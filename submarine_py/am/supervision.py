@@ -1,0 +1,216 @@
+"""Watching tasks and their executors: executors started, their calls (heartbeats, exits, GPU
+samples), containers that end, executors that fall silent.
+
+What a task's end means is said here for success (the job succeeds once every tracked task
+has); a failure goes to :class:`~.recovery.Recovery`, which alone decides its cost.
+Methods run under the job's lock unless their docstring says otherwise.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..plan import TaskPlan
+from ..states import JobState, TaskState
+from .containers import Containers
+from .gpu_usage import add_samples
+from .job import JobRun
+from .records import Executor, Task, shown
+from .recovery import Recovery
+
+log = logging.getLogger("subm.am")
+
+#: An executor calls the AM at least this often: its long poll for instructions returns after it.
+HEARTBEAT_SECONDS = 2.0
+
+
+class Supervision:
+    """Executors and their tasks while they run. ``executor_env`` gives what a container must put
+    in the environment of an executor started for a task (the AM's address, the job's token)."""
+
+    def __init__(self, job: JobRun, containers: Containers, recovery: Recovery, *,
+                 executor_env: Callable[[TaskPlan], Dict[str, str]], lost_after_seconds: float,
+                 gpu_idle_seconds: float):
+        self.job = job
+        self.containers = containers
+        self.recovery = recovery
+        self.executor_env = executor_env
+        #: timeouts.lost_after_seconds: a silence this long declares an executor lost.
+        self.lost_after_seconds = lost_after_seconds
+        self.gpu_idle_seconds = gpu_idle_seconds
+
+    # -- executors' calls (each takes the lock) ----------------------------------------------
+    def heard_from(self, executor: str) -> None:
+        """Any call of an executor is a heartbeat."""
+        with self.job.lock:
+            ex = self.job.executors.get(executor)
+            if ex is not None:
+                ex.last_seen = time.monotonic()
+
+    def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
+        """The executor's instructions after ``after`` (its long poll: waits up to ``wait`` s)."""
+        job = self.job
+        deadline = time.monotonic() + wait
+        with job.lock:
+            while True:
+                ex = job.executors.get(executor)
+                if ex is not None and ex.lost:  # back from a silence the AM took for its death
+                    return [{"seq": max(after, job.seq) + 1, "op": "exit", "code": 1}]
+                pending = [i for i in ex.instructions if i["seq"] > after] if ex else []
+                if pending or time.monotonic() >= deadline:
+                    if ex:
+                        ex.instructions = pending
+                        ex.last_seen = time.monotonic()
+                    return pending
+                job.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    def on_started(self, body: Dict[str, Any]) -> None:
+        with self.job.lock:
+            ex = self.job.executors.get(str(body["executor"]))
+            if ex:
+                ex.info["child_pid"] = body.get("pid")
+
+    def on_exit(self, body: Dict[str, Any]) -> None:
+        """The task's command exited (``POST /v1/exit``)."""
+        job = self.job
+        with job.lock:
+            ex = job.executors.get(str(body["executor"]))
+            if ex is None or ex.task is None:
+                return
+            ts = job.tasks[ex.task]
+            attempt, code = body.get("attempt"), int(body["exit_code"])
+            if attempt == ts.attempt and ts.state in (TaskState.STOPPED, TaskState.KILLED) and ts.exit_code is None:
+                ts.exit_code = code  # stopped at the job's end: 128+15 exited on SIGTERM, 137 needed SIGKILL
+                return
+            if attempt != ts.attempt or ts.state not in (TaskState.RUNNING, TaskState.REGISTERED):
+                return  # an older attempt, stopped on purpose
+            # The end of a failed attempt's stderr: sent by the executor where it could read it,
+            # else read by the backend (local Docker); and where people can read all of it.
+            tail = body.get("stderr_tail")
+            stopped = bool(body.get("stopped"))
+            if code != 0 and not stopped and not isinstance(tail, str):
+                tail = self.containers.stderr_tail(ts.plan, ex.id)
+            where = self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or "")
+            if code == 0 and not stopped:
+                self.task_succeeded(ts)
+            else:
+                self.recovery.task_failed(ts, code, stderr=(where, tail or ""))
+
+    def on_gpu(self, body: Dict[str, Any]) -> None:
+        """GPU samples of an executor's task (utilization %, memory used)."""
+        job = self.job
+        with job.lock:
+            ex = job.executors.get(str(body["executor"]))
+            if ex is None or ex.task is None:
+                return
+            ts = job.tasks[ex.task]
+            add_samples(ts.gpu, body.get("samples"))
+            if not ts.gpu_idle_flagged and ts.gpu.idle_now_seconds >= self.gpu_idle_seconds:
+                ts.gpu_idle_flagged = True
+                job.decide("%s holds %d GPU(s) at 0 %% utilization for %.0f s", ts.plan.id,
+                           len(ts.gpu.devices), ts.gpu.idle_now_seconds, level=logging.WARNING)
+
+    def on_goodbye(self, body: Dict[str, Any]) -> None:
+        """An executor leaves for good (after an ``exit`` instruction)."""
+        job = self.job
+        with job.lock:
+            ex = job.executors.get(str(body["executor"]))
+            if ex is not None and job.finishing:
+                ex.alive = False
+                job.changed.notify_all()
+
+    # -- tasks' ends --------------------------------------------------------------------------
+    def task_succeeded(self, ts: Task) -> None:
+        job = self.job
+        ts.exit_code = 0
+        ts.state = TaskState.SUCCEEDED
+        job.decide("%s succeeded (attempt %d)", ts.plan.id, shown(ts.attempt))
+        if job.all_tracked_succeeded():
+            untracked = [t.plan.id for t in job.tasks.values() if t.state == TaskState.RUNNING]
+            job.decide("every tracked task succeeded%s",
+                       f"; stopping untracked tasks: {', '.join(untracked)}" if untracked else "")
+            job.finish(JobState.SUCCEEDED, "")
+
+    # -- executors started and gone (the main loop calls these, without the lock) ------------
+    def launch(self, ts: Task) -> None:
+        """Start an executor for ``ts``; a refusal of the cluster fails the job."""
+        job = self.job
+        try:
+            ex_id = self.containers.launch(ts.plan, self.executor_env(ts.plan))
+        except Exception as exc:  # the cluster refused: the job cannot run
+            log.exception("could not start an executor for %s", ts.plan.id)
+            with job.lock:
+                job.finish(JobState.FAILED, f"could not start {ts.plan.id}: {exc}")
+            return
+        with job.lock:
+            ex = job.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
+            ex.task, ts.executor = ts.key, ex_id
+            ex.launched_at, ts.orphaned = time.time(), False
+            ts.log = self.containers.log_location(ts.plan, ex_id)
+        log.info("started executor %s for %s", ex_id, ts.plan.id)
+
+    def executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
+                       role: Optional[str] = None, started_at: Optional[float] = None,
+                       lost: bool = False, refused: bool = False) -> None:
+        """An executor is gone: its container ended (``code``), or it fell silent (``lost``)."""
+        job = self.job
+        with job.lock:
+            ex = job.executors.get(ex_id)
+            if ex is None:
+                if role and not job.finishing:
+                    # A container requested with the job (or a replacement the cluster started
+                    # itself) ended before its executor registered.
+                    ex = job.executors[ex_id] = Executor(ex_id, role, alive=False)
+                    self.recovery.failed_launch(ex, None, code, diagnostics, started_at, refused)
+                return
+            if not ex.alive:
+                return
+            ex.alive = False
+            ex.lost = lost
+            job.changed.notify_all()
+            ts = job.tasks.get(ex.task) if ex.task else None
+            if ts is None or ts.executor != ex_id or job.finishing:
+                return
+            if not ex.registered:
+                ts.executor = None
+                self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused)
+                return
+            detail = diagnostics if lost else \
+                f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
+            if ts.state == TaskState.SUCCEEDED:
+                return
+            job.decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
+            ts.executor = None
+            ts.orphaned = lost
+            if ts.state == TaskState.PENDING and ex.attempt is not None and ex.attempt < ts.attempt:
+                # Lost before re-registering for an attempt that a failure already started (say a
+                # node with several tasks died): part of that failure, so only a new executor.
+                job.need_executor(ts)
+                return
+            self.recovery.task_failed(ts, code if code not in (None, 0) else 1, why=detail)
+            self.recovery.replace_if_pending(ts)
+
+    # -- silences --------------------------------------------------------------------------------
+    def silent_executors(self) -> List[Tuple[str, str]]:
+        """Executors silent for too long: (executor id, why)."""
+        job = self.job
+        if job.finishing:
+            return []
+        now, out = time.monotonic(), []
+        for ex in job.executors.values():
+            silence = now - ex.last_seen
+            if ex.alive and ex.registered and silence > self.lost_after_seconds:
+                ts = job.tasks.get(ex.task) if ex.task else None
+                where = f" on {ts.host}" if ts is not None and ts.host else ""
+                out.append((ex.id, f"no heartbeat from its executor{where} for {silence:.1f} s (its machine may "
+                                   f"be down): declared lost, its container released"))
+        return out
+
+    def forgive_stall(self, gap: float) -> None:
+        """The AM itself was not running (suspended, starved of CPU): silences it saw are its own.
+        Called by the main loop with the time since its last round (takes the lock)."""
+        if gap > 1.0:
+            with self.job.lock:
+                for ex in self.job.executors.values():
+                    ex.last_seen += gap
