@@ -183,6 +183,7 @@ def apps():
 
 # -- tests ---------------------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_the_pytorch_ddp_example_succeeds_on_yarn(apps):
     example = REPO / "examples" / "pytorch-ddp" / "job.yaml"
     if not example.exists():
