@@ -1,4 +1,4 @@
-"""Users' programs, unmodified, on the local backend (issue 7).
+"""Users' programs, unmodified, on the local backend.
 
 ``subm`` runs from a fresh virtualenv (``python3 -m venv``, with and without system site
 packages) holding a package only it has; the program is several files: a script importing

@@ -30,7 +30,7 @@ def test_the_corpus_is_large_and_every_file_says_what_it_expects():
 
 @pytest.mark.unit
 @pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
-def test_validate_refuses_bad_spec(path):
+def test_validate_refuses_each_bad_job_file(path):
     rc, out, err = cli("validate", str(path))
     assert rc == 2, f"exit code {rc}\nstdout:\n{out}\nstderr:\n{err}"
     assert err.startswith("Error:"), err

@@ -1,5 +1,6 @@
 """The pytorch-project example: a package, a data folder, a config file and torchrun-style
-snapshots through SUBM_SHARED_DIR, unchanged on the local backend (YARN: test_yarn_programs.py)."""
+snapshots through SUBM_SHARED_DIR, unchanged on the local backend (on YARN:
+test_users_programs_run_unchanged_on_yarn.py)."""
 import importlib.util
 import re
 from pathlib import Path

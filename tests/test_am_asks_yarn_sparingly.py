@@ -1,7 +1,7 @@
 """What the YARN AM asks skein, and what it learns from its executors instead (pure logic).
 
 ``YarnContainers`` runs in the AM against skein's ApplicationClient; here a stand-in client
-records the calls. The yarn tests (``test_yarn_faults.py``) show the same on a real cluster.
+records the calls. The yarn tests (``test_node_and_container_failures_on_yarn.py``) show the same on a real cluster.
 """
 from __future__ import annotations
 

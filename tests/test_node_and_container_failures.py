@@ -1,6 +1,6 @@
 """What the ApplicationMaster does when machines, launches or the AM itself fail.
 
-Driven through the fake ContainerDriver of ``test_am.py`` (no processes, no HTTP):
+Driven through the ``FakeContainers`` of ``test_gang_scheduling_and_restart_policies.py`` (no processes, no HTTP):
 executors that fall silent (a dead machine says nothing), containers that end before
 their executor registers, and a new AM attempt that takes a job over.
 """
@@ -18,7 +18,7 @@ from submarine_py.am.records import Executor
 from submarine_py.am.recovery import MAX_FAILED_LAUNCHES
 from submarine_py.am.containers import Ended
 from submarine_py.jobfile import JobSpec
-from test_am import WORKERS, FakeContainers, tasks_by_id
+from test_gang_scheduling_and_restart_policies import WORKERS, FakeContainers, tasks_by_id
 
 pytestmark = pytest.mark.unit
 

@@ -77,7 +77,7 @@ def tf_config(role, index):
 
 
 @pytest.mark.parametrize("role, index", [("chief", 0), ("worker", 0), ("worker", 1), ("ps", 0)])
-def test_tf_config_for_cluster_members(role, index):
+def test_tf_config_names_the_cluster_and_each_members_task(role, index):
     config = tf_config(role, index)
     assert config["cluster"] == {"chief": ["c:1"], "worker": ["w0:2", "w1:3"], "ps": ["p:4"]}
     assert config["task"] == {"type": role, "index": index}
@@ -165,7 +165,7 @@ def test_tracked_can_be_overridden_per_role():
     ("horovod", {"worker": 1, "ps": 1}, "horovod knows the roles worker, tensorboard"),
     ("pytorch", {"tensorboard": 1}, "no role is tracked"),
 ])
-def test_framework_role_checks(framework, roles, message):
+def test_each_frameworks_role_rules_are_enforced(framework, roles, message):
     with pytest.raises(ValueError) as info:
         job(framework, **roles)
     assert message in str(info.value)

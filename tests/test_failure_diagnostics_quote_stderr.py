@@ -102,7 +102,7 @@ def test_a_long_stderr_is_quoted_by_its_last_lines_only(tmp_path, subm_home, no_
 @pytest.mark.local
 @pytest.mark.docker
 def test_in_docker_the_backend_reads_the_tail_itself(tmp_path, subm_home, no_leftovers):
-    from test_docker import IMAGE, _docker_ok
+    from test_tasks_run_in_docker_images import IMAGE, _docker_ok
 
     if _docker_ok() or subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode:
         pytest.skip(f"needs Docker and {IMAGE}")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import YARN_CONF_DIR, write_job
-from test_yarn import apps, container_log, rm_app, run_job  # noqa: F401  (apps: a fixture)
-from test_yarn_programs import default_fs
+from test_jobs_run_end_to_end_on_yarn import apps, container_log, rm_app, run_job  # noqa: F401  (apps: a fixture)
+from test_users_programs_run_unchanged_on_yarn import default_fs
 
 pytestmark = pytest.mark.yarn
 

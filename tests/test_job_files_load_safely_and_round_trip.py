@@ -11,8 +11,8 @@ from submarine_py.jobfile.loader import load_yaml
 
 pytestmark = pytest.mark.unit
 
-# The spec from the issue, which must work as written.
-ISSUE_SPEC = """\
+# A commented job file as people write them, which must work as written.
+MNIST_DDP_SPEC = """\
 name: mnist-ddp
 framework: pytorch            # pytorch | tensorflow | horovod | mxnet | custom
 queue: default
@@ -33,17 +33,17 @@ files:
 
 
 @pytest.fixture
-def issue_job(tmp_path):
+def mnist_ddp_job(tmp_path):
     (tmp_path / "train.py").write_text("print('train')\n")
     job = tmp_path / "job.yaml"
-    job.write_text(ISSUE_SPEC)
+    job.write_text(MNIST_DDP_SPEC)
     return job
 
 
-# -- the issue's spec ------------------------------------------------------------
+# -- a commented job file ---------------------------------------------------------
 
-def test_the_issues_spec_loads_as_written(issue_job, tmp_path):
-    spec = load_job(str(issue_job))
+def test_a_commented_job_file_loads_as_written(mnist_ddp_job, tmp_path):
+    spec = load_job(str(mnist_ddp_job))
     assert spec.name == "mnist-ddp" and spec.framework == "pytorch" and spec.queue == "default"
     assert (spec.restart.policy, spec.restart.max_restarts) == ("gang", 2)
     assert spec.timeouts.gang_seconds == 300
@@ -56,8 +56,8 @@ def test_the_issues_spec_loads_as_written(issue_job, tmp_path):
     assert spec.files == {"train.py": str(tmp_path / "train.py")}
 
 
-def test_set_overrides_a_default(issue_job):
-    spec = load_job(str(issue_job), parse_set_options(["epochs=7"]))
+def test_set_overrides_a_default(mnist_ddp_job):
+    spec = load_job(str(mnist_ddp_job), parse_set_options(["epochs=7"]))
     assert spec.roles["worker"].command == "python train.py --epochs 7"
 
 
@@ -272,8 +272,8 @@ def test_round_trip_yaml_to_object_to_dict_to_object(full_job, tmp_path):
     assert again.to_dict() == spec.to_dict()
 
 
-def test_round_trip_of_the_issues_spec(issue_job):
-    spec = load_job(str(issue_job))
+def test_a_commented_job_file_round_trips(mnist_ddp_job):
+    spec = load_job(str(mnist_ddp_job))
     assert JobSpec.from_dict(spec.to_dict()) == spec
 
 
@@ -298,7 +298,7 @@ def test_spec_errors_are_value_errors_carrying_every_problem():
     }
 
 
-def test_defaults():
+def test_omitted_fields_take_their_defaults():
     spec = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
     assert spec.framework == "custom" and spec.queue == "default"
     assert (spec.restart.policy, spec.restart.max_restarts) == ("gang", 0)

@@ -320,7 +320,7 @@ def test_yaml_and_jinja_punctuation_is_refused_cleanly(text):
     (b"name: x\nroles: !!set {w}\n", "roles"),
     (b"name: x\nroles: {w: {command: !!binary aGVsbG8=}}\n", "roles.w.command"),
 ], ids=lambda v: repr(v)[:40] if isinstance(v, bytes) else str(v))
-def test_raw_job_files(data, expected):
+def test_raw_job_files_are_accepted_or_refused_cleanly(data, expected):
     rc, out, err = _validate_bytes(data)
     assert_clean(rc, out, err)
     if expected:
@@ -333,13 +333,13 @@ def test_a_directory_is_not_a_job_file(tmp_path):
     assert str(tmp_path) in err
 
 
-def test_a_missing_job_file(tmp_path):
+def test_a_missing_job_file_is_refused_cleanly(tmp_path):
     rc, out, err = cli("validate", str(tmp_path / "nope.yaml"))
     assert_refused_cleanly(rc, out, err)
     assert "nope.yaml" in err
 
 
-def test_an_unreadable_job_file(tmp_path):
+def test_an_unreadable_job_file_is_refused_cleanly(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("name: x\nroles: {w: {command: x}}\n")
     job.chmod(0)
@@ -522,7 +522,7 @@ def test_queue_names_and_paths_are_accepted(queue):
 
 @pytest.mark.parametrize("label, ok", [("gpu", True), ("gpu-v100_x", True), ("gpu && ssd", False),
                                        ("-x", False), ("a b", False)])
-def test_node_labels(label, ok):
+def test_node_labels_are_accepted_or_refused_by_name(label, ok):
     rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "node_label": label}}))
     if ok:
         assert rc == 0, err

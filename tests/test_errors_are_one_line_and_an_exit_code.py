@@ -41,7 +41,7 @@ def test_yarn_without_skein_says_what_to_install(tmp_path, no_skein, extra):
 
 
 @pytest.mark.unit
-def test_a_directory_or_a_missing_file_as_the_job(tmp_path):
+def test_a_directory_or_a_missing_file_as_the_job_is_bad_input(tmp_path):
     result = invoke("validate", str(tmp_path))
     assert result.exit_code == 2 and "is a directory" in result.output
     result = invoke("run", str(tmp_path / "nope.yaml"), "--backend", "local")
@@ -49,7 +49,7 @@ def test_a_directory_or_a_missing_file_as_the_job(tmp_path):
 
 
 @pytest.mark.unit
-def test_binary_and_empty_job_files(tmp_path):
+def test_binary_and_empty_job_files_are_bad_input(tmp_path):
     (tmp_path / "bin.yaml").write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")
     result = invoke("validate", str(tmp_path / "bin.yaml"))
     assert result.exit_code == 2 and "not UTF-8" in result.output
@@ -59,7 +59,7 @@ def test_binary_and_empty_job_files(tmp_path):
 
 
 @pytest.mark.unit
-def test_an_unwritable_hadoop_conf_folder(tmp_path):
+def test_an_unwritable_hadoop_conf_folder_is_one_error(tmp_path):
     (tmp_path / "file").write_text("")
     result = invoke("hadoop-conf", str(tmp_path / "file" / "conf"))
     assert result.exit_code == 1
@@ -80,7 +80,7 @@ def test_an_unexpected_error_is_one_line_too(monkeypatch):
 
 
 @pytest.mark.local
-def test_as_a_real_process(tmp_path):
+def test_errors_are_one_line_in_a_real_process_too(tmp_path):
     """The same, as a person sees it in a shell."""
     for args, code in [(["init", "--path", "/missing/dir/job.yaml"], 2),
                        (["init", "--name", "bad name!"], 2),

@@ -1,4 +1,4 @@
-"""Pure logic behind running users' programs unmodified (issue 7): local ranks under GPU
+"""Pure logic behind running users' programs unmodified: local ranks under GPU
 isolation, who decides the end of a TensorFlow ps job, file destinations and shared_dir,
 the files archive YARN ships, and the python wrappers."""
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Issue 12 on a real YARN: what the NodeManagers serve, leftovers, hostile paths, big logs.
+"""Hostile input and the job's secret on a real YARN: what the NodeManagers serve, leftovers,
+hostile paths, big logs.
 
-    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_hardening.py
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_hostile_input_is_refused_on_yarn.py
 
 Tests that look for processes or files assume the rig's nodes run on this machine.
 """
@@ -22,8 +23,8 @@ import pytest
 import requests
 
 from conftest import describe_processes, processes_of, run_json, start_subm, subm, wait_for, write_job
-from test_yarn import (RM, YARN, apps, detach, nm_urls, rm_app, rm_get, running_tasks,  # noqa: F401 (apps: fixture)
-                       status, wait_final)
+from test_jobs_run_end_to_end_on_yarn import (  # noqa: F401 (apps: a fixture)
+    RM, YARN, apps, detach, nm_urls, rm_app, rm_get, running_tasks, status, wait_final)
 
 pytestmark = pytest.mark.yarn
 

@@ -1,11 +1,11 @@
 """Faults on a real YARN: a node that dies, containers that never start, an AM that is lost.
 
-Like ``test_yarn.py``, against the cluster ``HADOOP_CONF_DIR`` names. Killing a node needs a
+Like ``test_jobs_run_end_to_end_on_yarn.py``, against the cluster ``HADOOP_CONF_DIR`` names. Killing a node needs a
 multi-node rig made by ``../shared/yarn-rig`` (or ``SUBM_YARN_RIG``) whose ``RIG_DIR`` is
 exported (``source $RIG_DIR/env.sh`` does it) and whose conf is ``HADOOP_CONF_DIR``: CI's rig.
 The shared rig in /tmp/yarn-rig is left alone unless ``SUBM_RIG_KILLABLE=1``.
 
-    source $RIG_DIR/env.sh && python3 -m pytest -m yarn tests/test_yarn_faults.py
+    source $RIG_DIR/env.sh && python3 -m pytest -m yarn tests/test_node_and_container_failures_on_yarn.py
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import pytest
 import requests
 
 from conftest import REPO, YARN_CONF_DIR, wait_for
-from test_yarn import JOBS, RM, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final  # noqa: F401
+from test_jobs_run_end_to_end_on_yarn import (  # noqa: F401 (apps: a fixture)
+    JOBS, RM, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final)
 
 pytestmark = pytest.mark.yarn
 

@@ -1,4 +1,4 @@
-"""Hostile or oversized input, and what the job's secret may reach (issue 12).
+"""Hostile or oversized input, and what the job's secret may reach.
 
 Every value a job file or ``--set`` gives either is refused with exit 2 naming its field,
 or reaches YARN's launch script only where nothing of it can run; the job's token is

@@ -212,7 +212,7 @@ def test_kill_stops_every_task():
     assert {t["state"] for t in report["tasks"]} == {"KILLED"}
 
 
-def test_job_timeout():
+def test_the_job_timeout_fails_the_job():
     spec = dict(WORKERS, timeouts={"job_seconds": 1})
     report, _ = run_job(spec, lambda role, index, attempt: None)
     assert report["state"] == "FAILED" and "timeouts.job_seconds (1 s)" in report["diagnostics"]

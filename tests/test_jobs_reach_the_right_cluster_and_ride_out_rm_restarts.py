@@ -5,7 +5,7 @@ start a second rig of their own (cluster B: ``scripts/rig.sh``, 2 nodes, on free
 addresses, RM recovery and simple HTTP authentication on, as production clusters run it),
 whose ResourceManager they may restart, and stop it afterwards.
 
-    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_clusters.py
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_jobs_reach_the_right_cluster_and_ride_out_rm_restarts.py
 """
 from __future__ import annotations
 

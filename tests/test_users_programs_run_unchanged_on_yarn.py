@@ -1,12 +1,12 @@
-"""Users' programs, unmodified, on the real YARN rig (issue 7).
+"""Users' programs, unmodified, on the real YARN rig.
 
-The same multi-file program as ``test_programs.py`` (sibling module, shipped package,
+The same multi-file program as ``test_users_programs_run_unchanged.py`` (sibling module, shipped package,
 nested data file, shipped folder, a package only the venv has), submitted from a fresh
 venv: on YARN each task must see real files laid out as locally, its ``python`` must be
 that venv, ``SUBM_SHARED_DIR`` must be the job's subfolder of ``shared_dir`` (on the rig
 every node is this machine, so any local folder is "mounted on every node").
 
-    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_programs.py
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_users_programs_run_unchanged_on_yarn.py
 """
 from __future__ import annotations
 

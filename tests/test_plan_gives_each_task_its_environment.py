@@ -51,7 +51,7 @@ def test_task_env_has_every_subm_variable_plus_the_frameworks_and_the_users():
     assert master_env["OMP_NUM_THREADS"] == "1" and master_env["SUBM_ATTEMPT"] == "0"
 
 
-def test_placeholder_cluster_for_validate():
+def test_validate_shows_placeholder_addresses():
     plan = plan_of(PYTORCH)
     cluster = plan.placeholder_cluster()
     assert cluster["worker"][1] == "<worker.1.host>:<worker.1.port>"

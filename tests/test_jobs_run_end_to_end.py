@@ -128,7 +128,7 @@ def test_two_workers_succeed(tmp_path, subm_home, no_leftovers):
     assert json.loads((job_dir / "report.json").read_text())["state"] == "SUCCEEDED"
 
 
-def test_text_output_and_set(tmp_path, subm_home):
+def test_text_output_and_set_values_reach_the_command(tmp_path, subm_home):
     job = two_workers(tmp_path)
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -334,7 +334,7 @@ def test_subm_kill_from_another_process(tmp_path, subm_home, no_leftovers):
 
 # -- status, list, logs ---------------------------------------------------------------------------
 
-def test_detach_status_list_and_logs(tmp_path, subm_home, no_leftovers):
+def test_a_detached_job_has_status_list_and_logs(tmp_path, subm_home, no_leftovers):
     rc, out, err = subm("run", str(two_workers(tmp_path)), "--backend", "local", "--detach")
     assert rc == 0, err
     app_id = out.strip()

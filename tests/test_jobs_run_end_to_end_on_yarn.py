@@ -7,7 +7,7 @@ whose node offers 16 GiB, 16 vcores and 4 ``yarn.io/gpu``. Job files are in
 ``tests/yarn_jobs/``. Some jobs wait for a marker file the test creates, so they
 assume tasks and tests share a filesystem (true on a single-node rig).
 
-    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn.py
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_jobs_run_end_to_end_on_yarn.py
 """
 from __future__ import annotations
 
@@ -183,6 +183,7 @@ def apps():
 
 # -- tests ---------------------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_the_pytorch_ddp_example_succeeds_on_yarn(apps):
     example = REPO / "examples" / "pytorch-ddp" / "job.yaml"
     if not example.exists():
@@ -370,7 +371,7 @@ def test_stopping_subm_run_kills_the_application(apps):
              interval=0.5)
 
 
-def test_detach_status_and_logs(tmp_path, apps):
+def test_a_detached_job_has_status_and_logs(tmp_path, apps):
     marker = tmp_path / "go"
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="detach", marker=marker, max_seconds=120)
     try:

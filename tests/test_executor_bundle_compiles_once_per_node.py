@@ -16,8 +16,6 @@ import pytest
 
 from submarine_py.executor.bundle import bundle_source
 
-pytestmark = pytest.mark.local
-
 PROBE = ("import runpy, sys; g = runpy.run_path('subm_executor.py', run_name='probe'); "
          "print(' '.join(sorted(sys.modules))); "
          "print(g['am_client'].__name__, g['_sibling']('envcache').__name__, g['_sibling']('nvml').__name__); "
@@ -44,12 +42,14 @@ def kept_code(app_dir: Path) -> List[Path]:
     return sorted(app_dir.glob("subm-code-*"))
 
 
+@pytest.mark.local
 def test_the_bundle_runs_alone_without_urllib_or_subprocess_before_it_registers(container):
     sys_modules, siblings, _ = run_bundle(container, None)
     assert not {"urllib.request", "http.client", "subprocess", "ssl", "email"} & set(sys_modules.split())
     assert siblings == "subm_am_client subm_envcache subm_nvml"
 
 
+@pytest.mark.local
 def test_the_first_container_on_a_node_compiles_and_the_next_ones_load_its_code(container, tmp_path):
     app_dir = tmp_path / "appcache" / "application_1_0001"
     app_dir.mkdir(parents=True)
@@ -64,6 +64,7 @@ def test_the_first_container_on_a_node_compiles_and_the_next_ones_load_its_code(
     assert run_bundle(container, app_dir)[2] == "kept"
 
 
+@pytest.mark.local
 def test_a_damaged_copy_is_compiled_again_and_replaced(container, tmp_path):
     app_dir = tmp_path / "app"
     app_dir.mkdir()
@@ -75,6 +76,7 @@ def test_a_damaged_copy_is_compiled_again_and_replaced(container, tmp_path):
         assert set(marshal.load(f)) == {"executor", "proctree", "nvml", "am_client", "envcache"}
 
 
+@pytest.mark.local
 def test_without_a_writable_application_folder_the_bundle_still_runs(container, tmp_path):
     assert run_bundle(container, tmp_path / "missing")[1] == "subm_am_client subm_envcache subm_nvml"
     assert not (tmp_path / "missing").exists()

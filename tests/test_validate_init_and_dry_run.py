@@ -39,7 +39,7 @@ def test_validate_prints_the_plan_with_placeholder_addresses(ddp_job):
         assert line in out
 
 
-def test_validate_json_and_set(ddp_job):
+def test_validate_json_shows_the_plan_with_set_values(ddp_job):
     rc, out, err = cli("validate", str(ddp_job), "--set", "epochs=9", "--output", "json")
     assert rc == 0, err
     plan = json.loads(out)
@@ -94,7 +94,7 @@ def test_run_dry_run_submits_nothing(ddp_job, subm_home):
     assert job_dirs(subm_home) == []
 
 
-def test_version_and_help():
+def test_version_and_help_name_every_command():
     rc, out, _ = cli("--version")
     assert rc == 0 and out.startswith("subm, version ")
     rc, out, _ = cli("--help")

@@ -1,7 +1,7 @@
 """History of YARN jobs on a real ResourceManager: a finished job appears once,
 detached ones too (collected from the AM's subm-report.json through the NM's REST API).
 
-    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_yarn_history.py
+    source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_finished_jobs_are_kept_in_history_on_yarn.py
 """
 from __future__ import annotations
 
