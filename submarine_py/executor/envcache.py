@@ -234,6 +234,7 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
     """
     log = log or (lambda msg: None)
     cache_dir = cache_dir or default_cache_dir()
+    max_age = max_age_days * 86400
     now = time.time()
     removed = []
     try:
@@ -249,48 +250,57 @@ def clean(cache_dir=None, max_age_days=DEFAULT_MAX_AGE_DAYS, log=None):
         if name.startswith((".tmp-", ".trash-")):
             if age > LEFTOVER_SECONDS:
                 shutil.rmtree(path, ignore_errors=True)
-            continue
-        if name.startswith(".sum-"):
-            if age > max_age_days * 86400:
+        elif name.startswith(".sum-"):
+            if age > max_age:
                 try:
                     os.unlink(path)
                 except OSError:
                     pass
-            continue
-        if not name.endswith(".lock") or age < max_age_days * 86400:
-            continue
-        sha = name[:-len(".lock")]
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                continue  # in use (an unpack happens in use too)
-            raise
-        try:
-            if os.fstat(fd).st_ino != os.stat(path).st_ino or now - os.stat(path).st_mtime < max_age_days * 86400:
-                continue  # replaced, or used since we looked
-            env_dir = os.path.join(cache_dir, sha)
-            if os.path.isdir(env_dir):
-                trash = tempfile.mkdtemp(prefix=".trash-%s-" % sha, dir=cache_dir)
-                os.rename(env_dir, os.path.join(trash, "env"))
-                shutil.rmtree(trash, ignore_errors=True)
-            for leftover in (os.path.join(cache_dir, sha + ".unpack"), path):
-                try:
-                    os.unlink(leftover)
-                except FileNotFoundError:
-                    pass
-            removed.append(sha)
-            log("removed the environment %s, unused for %.0f days" % (sha, age / 86400))
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
+        elif name.endswith(".lock") and age >= max_age:
+            sha = name[:-len(".lock")]
+            if _remove_unused(cache_dir, sha, max_age, now):
+                removed.append(sha)
+                log("removed the environment %s, unused for %.0f days" % (sha, age / 86400))
     return removed
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_unused(cache_dir, sha, max_age, now):
+    """Remove the environment ``sha`` if nobody holds its lock and it is still unused for
+    ``max_age`` seconds once the lock is ours; True if it was removed."""
+    path = os.path.join(cache_dir, sha + ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False  # in use (an unpack happens in use too)
+        raise
+    try:
+        if os.fstat(fd).st_ino != os.stat(path).st_ino or now - os.stat(path).st_mtime < max_age:
+            return False  # replaced, or used since we looked
+        env_dir = os.path.join(cache_dir, sha)
+        if os.path.isdir(env_dir):
+            trash = tempfile.mkdtemp(prefix=".trash-%s-" % sha, dir=cache_dir)
+            os.rename(env_dir, os.path.join(trash, "env"))
+            shutil.rmtree(trash, ignore_errors=True)
+        for leftover in (os.path.join(cache_dir, sha + ".unpack"), path):
+            _unlink(leftover)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class ShippedEnvironment:

@@ -26,10 +26,11 @@ class LocalContainers(Containers):
     name = "local"
 
     def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1", *,
-                 stop_grace: float, shared_dir: Optional[str] = None):
+                 shared_dir: Optional[str] = None):
         self.job_dir = job_dir
-        #: SIGTERM -> SIGKILL for an executor's process group (the executor gives its task this grace).
-        self.stop_grace = stop_grace
+        #: SIGTERM -> SIGKILL for an executor's process group: the grace the executor gives its
+        #: task (its SUBM_STOP_GRACE, the one route of timeouts.stop_grace_seconds), per executor.
+        self.stop_grace: Dict[str, float] = {}
         self.shared_dir = shared_dir
         self.job_id = job_id
         self.files = files
@@ -98,6 +99,7 @@ class LocalContainers(Containers):
             err.close()
         self.procs[ex_id] = proc
         self.tasks[ex_id] = task
+        self.stop_grace[ex_id] = float(env["SUBM_STOP_GRACE"])
         return ex_id
 
     def _python_path(self, rest: str) -> str:
@@ -139,7 +141,7 @@ class LocalContainers(Containers):
         proc = self.procs.get(executor)
         if proc is not None and proc.poll() is None:
             signal_group(proc.pid, signal.SIGTERM)
-            self.stopping.setdefault(executor, time.monotonic() + self.stop_grace + KILL_MARGIN_SECONDS)
+            self.stopping.setdefault(executor, time.monotonic() + self.stop_grace[executor] + KILL_MARGIN_SECONDS)
 
     def describe(self, executor: str) -> str:
         proc = self.procs.get(executor)
@@ -169,7 +171,7 @@ class LocalContainers(Containers):
     def close(self) -> None:
         for ex_id in list(self.procs):
             self.kill(ex_id)
-        deadline = time.monotonic() + self.stop_grace + 2 * KILL_MARGIN_SECONDS
+        deadline = time.monotonic() + max(self.stop_grace.values(), default=0.0) + 2 * KILL_MARGIN_SECONDS
         while self.procs and time.monotonic() < deadline:
             self.poll()
             time.sleep(0.05)
