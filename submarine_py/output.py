@@ -15,12 +15,12 @@ def to_json(obj: Any) -> str:
 
 
 def public_report(report: JobReport) -> Dict[str, Any]:
-    """The report as ``--output json`` promises it (README, "Command line")."""
+    """The report as ``--output json`` promises it (docs/cli.md, "--output json")."""
     return report.public()
 
 
 def public_list(reports: Sequence[JobReport]) -> List[Dict[str, Any]]:
-    """``subm list --output json``: the keys the README promises for each job."""
+    """``subm list --output json``: the keys docs/cli.md promises for each job."""
     return [{"app_id": r.app_id, "name": r.name, "state": r.state.value, "attempts": r.attempts} for r in reports]
 
 

@@ -85,7 +85,7 @@ class GpuSummary:
         return cls(**kw)
 
 
-#: The task fields ``--output json`` promises, in order (README, "Command line").
+#: The task fields ``--output json`` promises, in order (docs/cli.md, "--output json").
 PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked", "gpu")
 
 
@@ -201,7 +201,7 @@ class JobReport:
         return d
 
     def public(self) -> Dict[str, Any]:
-        """The report as ``--output json`` promises it (README, "Command line")."""
+        """The report as ``--output json`` promises it (docs/cli.md, "--output json")."""
         out: Dict[str, Any] = {
             "app_id": self.app_id, "name": self.name, "state": self.state.value, "attempts": self.attempts,
             "diagnostics": self.diagnostics, "tasks": [t.public() for t in self.tasks],

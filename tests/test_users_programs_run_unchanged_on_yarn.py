@@ -173,7 +173,7 @@ def default_fs() -> str:
 
 @pytest.mark.torch
 def test_without_a_shared_dir_the_example_checkpoints_to_the_cluster_filesystem(tmp_path):
-    """The README's way on YARN without shared_dir: snapshots on the cluster FS (hadoop fs)."""
+    """docs/yarn.md's way on YARN without shared_dir: snapshots on the cluster FS (hadoop fs)."""
     pytest.importorskip("torch")
     hadoop = Path(os.environ.get("HADOOP_HOME", "/nonexistent"), "bin", "hadoop")
     if not hadoop.exists():
