@@ -19,7 +19,7 @@ import pytest
 from submarine_py.executor import am_client
 from submarine_py.executor.am_client import AMClient, discover_am, fetch, split_url
 
-RUNTIME = Path(am_client.__file__).parent
+EXECUTOR_PACKAGE = Path(am_client.__file__).parent
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -158,7 +158,8 @@ def test_the_executor_registers_without_importing_urllib_or_subprocess(tmp_path)
     """What each task container pays before it registers: the executor as YARN runs it
     (``python3 -S``, its siblings beside it), stopped right after loading."""
     for name in ("executor", "proctree", "nvml", "am_client"):
-        (tmp_path / f"subm_{name}.py").write_text((RUNTIME / f"{name}.py").read_text())
+        source = EXECUTOR_PACKAGE / ("main.py" if name == "executor" else f"{name}.py")
+        (tmp_path / f"subm_{name}.py").write_text(source.read_text())
     probe = ("import runpy, sys; runpy.run_path('subm_executor.py', run_name='probe'); "
              "print(' '.join(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True,
