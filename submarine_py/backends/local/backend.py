@@ -31,6 +31,7 @@ import requests
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...gpus import describe_local_gpus, local_gpu_ids
+from ...home import subm_home
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
@@ -46,10 +47,6 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname
 SHARED_DIR = "shared"
 #: How much of a log `subm logs` holds at once.
 LOG_CHUNK = 1 << 20
-
-
-def subm_home() -> str:
-    return os.path.abspath(os.path.expanduser(os.environ.get("SUBM_HOME", "~/.submarine")))
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import replace as replace_options
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tuple
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...home import subm_home
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
@@ -433,7 +434,6 @@ def archive_checksum(path: str) -> str:
     submitting the same archive again does not read hundreds of MB again.
     """
     from ...runtime.envcache import sha256_of
-    from ..local.backend import subm_home
 
     st = os.stat(path)
     key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
