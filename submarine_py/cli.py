@@ -69,11 +69,13 @@ def main() -> None:
     """Run distributed deep-learning jobs on YARN or on this machine."""
 
 
-def _load(job_file: str, sets: Tuple[str, ...]):
+def _load(job_file: str, sets: Tuple[str, ...], backend: Any):
+    """The job file's plan; every problem of the file and of ``backend``'s own rules
+    (``Backend.check``) refused at once, exit 2."""
     from .jobfile import load_job, parse_set_options
     from .plan import make_plan
 
-    return make_plan(load_job(job_file, parse_set_options(sets)))
+    return make_plan(load_job(job_file, parse_set_options(sets), rules=backend.check))
 
 
 def _backend_option(help_text: str):
@@ -87,15 +89,17 @@ BACKEND = _backend_option(f"Where to run: {registry.summaries()}; default: {regi
 BACKEND_TO_ASK = _backend_option(f"Default: {registry.default_help()}.")
 
 
-@main.command()
+@main.command(help=f"""Check a job file and print the plan: tasks, resources, environments (as the backend gives
+    them). The rules are those of every backend and of the one `subm run` would use: --backend,
+    else {registry.default_help()}.""")
 @click.argument("job_file")
 @SET
 @BACKEND
 @OUTPUT
 def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str) -> None:
-    """Check a job file and print the plan: tasks, resources, environments (as the backend gives them)."""
-    plan = _load(job_file, sets)
-    be = registry.get_backend(registry.choose_backend(backend))
+    name = registry.choose_backend(backend)
+    be = registry.get_backend(name)
+    plan = _load(job_file, sets, be)
     envs = plan.preview_envs(one_host=be.one_host, shared_dir=be.shared_dir(plan, "<app_id>"))
     if output == "json":
         d = plan.to_dict()
@@ -104,7 +108,7 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
         click.echo(to_json(d))
     else:
         click.echo(format_plan(plan, envs))
-        click.echo("OK: the job is valid.", err=True)
+        click.echo(f"OK: the job is valid. Backend: {name}{registry.why_chosen(name, named=bool(backend))}", err=True)
 
 
 @main.command()
@@ -118,11 +122,11 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
         dry_run: bool, quiet: bool) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
-    plan = _load(job_file, sets)
     name = registry.choose_backend(backend)
     why = registry.why_chosen(name, named=bool(backend))
     be = registry.get_backend(name)
-    be.check(plan)
+    plan = _load(job_file, sets, be)
+    be.check_cluster(plan)
     request = be.request(plan)
     if dry_run:
         click.echo(request.describe())

@@ -1,6 +1,8 @@
 """The backend interface (the registry of backends is ``registry.py``).
 
-A backend turns a plan into its own request once (:meth:`Backend.request`):
+A backend checks a spec against its own rules (:meth:`Backend.check`, pure) and the plan
+against its cluster (:meth:`Backend.check_cluster`), then turns the plan into its own
+request once (:meth:`Backend.request`):
 ``subm run --dry-run`` prints that request, ``subm run`` submits that same
 object (:meth:`Backend.submit`). Afterwards every answer about a job is a
 :class:`JobReport`.
@@ -8,8 +10,9 @@ object (:meth:`Backend.submit`). Afterwards every answer about a job is a
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
 
+from ..jobfile.model import JobSpec
 from ..plan import Plan
 from ..report import JobReport
 from ..states import Phase
@@ -23,6 +26,9 @@ class Request(Protocol):
         """The request as text (what ``--dry-run`` prints)."""
         ...
 
+
+#: A problem a backend finds in a spec: (field path, message), as in :class:`SpecError`.
+Problem = Tuple[str, str]
 
 #: What a job stopped by `subm kill` says it was stopped by.
 KILLED_BY_USER = "killed by `subm kill`"
@@ -48,8 +54,16 @@ class Backend:
         """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""
         return None
 
-    def check(self, plan: Plan) -> None:
-        """Refuse (``SpecError``) what the target can never run. Default: accept."""
+    def check(self, spec: JobSpec) -> List[Problem]:
+        """What this backend can never run, whatever its cluster holds, as ``(field path,
+        message)`` pairs (none: it runs the spec). Pure: reads the spec only, never a cluster,
+        a driver or a file, so ``subm validate`` asks it offline; ``subm validate`` and ``subm
+        run`` report these with the job file's own problems, at once (exit 2)."""
+        return []
+
+    def check_cluster(self, plan: Plan) -> None:
+        """Ask the target what it offers now, and refuse (``ClusterLimitError``, exit 2) what it
+        can never give (more memory, GPUs... than any of its machines has). Default: accept."""
 
     def request(self, plan: Plan) -> Request:
         """The backend-native request for ``plan``; builds it, submits nothing."""

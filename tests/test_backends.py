@@ -1,5 +1,6 @@
 """One registry of backends: the CLI's choices and default, app-id routing and history
-collection all read it, and reading it imports no backend."""
+collection all read it, and reading it imports no backend. Each backend checks the spec
+against its own rules, offline; the job-file package knows no backend."""
 import subprocess
 import sys
 
@@ -54,3 +55,40 @@ def test_reading_the_registry_and_the_history_imports_no_backend():
             "print(sorted(m for m in sys.modules if m.startswith('submarine_py.backends.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['submarine_py.backends.registry']"
+
+
+def test_the_job_file_package_imports_no_backend():
+    code = ("import sys, submarine_py.jobfile, submarine_py.plan; "
+            "print(sorted(m for m in sys.modules if m.startswith('submarine_py.backends')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_yarns_rules_need_neither_skein_nor_a_cluster(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "skein", None)  # as if the yarn extra were left out
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\nqueue: my queue\nroles: {w: {command: 'true', node_label: 'a b'}}\n")
+    rc, out, err = cli("validate", "--backend", "yarn", str(job))
+    assert rc == 2 and err.startswith("Error: 2 problems:\n  queue: expected a YARN queue name"), err
+    assert "  roles.w.node_label: expected one YARN node label" in err
+    job.write_text("name: j\nroles: {w: {command: 'true'}}\n")
+    rc, out, err = cli("validate", "--backend", "yarn", str(job))
+    assert rc == 0 and err == "OK: the job is valid. Backend: yarn\n", err
+    rc, out, err = cli("validate", str(job), env={"HADOOP_CONF_DIR": str(tmp_path)})
+    assert rc == 0 and err == "OK: the job is valid. Backend: yarn (HADOOP_CONF_DIR is set)\n", err
+
+
+def test_a_backends_problems_come_with_the_job_files_own_at_once(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\nqueue: a b\nroles: {w: {command: 'true', instances: -1}}\n"
+                   "files: {data.csv: 'hdfs:///d.csv'}\n")
+    rc, _, err = cli("validate", "--backend", "yarn", str(job))
+    assert rc == 2 and err.splitlines()[1:] == [
+        "  roles.w.instances: expected a whole number >= 0, got -1",
+        "  queue: expected a YARN queue name or path (letters, digits, '_', '-', '@', '+', parts joined by '.', "
+        "no spaces), got 'a b'"], err
+    rc, _, err = cli("validate", "--backend", "local", str(job))
+    assert rc == 2 and err.splitlines()[1:] == [
+        "  roles.w.instances: expected a whole number >= 0, got -1",
+        "  files.data.csv: the local backend copies files from this machine and cannot fetch hdfs:///d.csv; "
+        "give a local path (or run on YARN)"], err
