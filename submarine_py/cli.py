@@ -306,7 +306,7 @@ def _read(store: Any, **filters: Any) -> Any:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -> None:
     """Print tasks' stdout/stderr (and the AM's log when no role is given)."""
-    from .jobfile.model import ROLE_NAME
+    from .jobfile.fields import ROLE_NAME
 
     if role is not None and not ROLE_NAME.match(role):
         raise SpecError([("--role", f"expected a role name (a letter, then letters, digits or '-'), got {role!r}")])

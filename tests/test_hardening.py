@@ -32,7 +32,7 @@ from submarine_py.runtime.am import ApplicationMaster
 from submarine_py.runtime.containers import Containers
 from submarine_py.states import JobState, Phase, TaskState
 from submarine_py.jobfile import JobSpec, load_job, parse_set_options
-from submarine_py.jobfile.model import MAX_ARG_STRLEN
+from submarine_py.jobfile.fields import MAX_ARG_STRLEN
 
 skein = pytest.importorskip("skein")
 

@@ -3,7 +3,7 @@
 ``JobSpec.from_dict`` validates a dict (``validate.py`` collects every problem with its
 path, ``roles.worker.resources.gpus: ...``, and raises one :class:`SpecError`);
 ``JobSpec.to_dict`` gives a dict that ``from_dict`` reads back unchanged. The field-level
-rules and limits live in ``fields.py``; the public ones are importable from here too.
+rules and limits live in ``fields.py``.
 """
 from __future__ import annotations
 
@@ -13,15 +13,9 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from ..states import RestartPolicy
 from ..units import format_memory
-from .fields import (  # noqa: F401  (importable from here, as before the split)
-    MAX_ARG_STRLEN, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_STOP_GRACE_SECONDS,
-    MAX_TASK_ARGS_BYTES, MAX_VCORES, RESERVED_ENV_PREFIX, ROLE_NAME,
-)
 
 if TYPE_CHECKING:
     from .validate import Rules
-
-_NAME = ROLE_NAME  # the name scaffold.py imports
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
