@@ -14,6 +14,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from . import __version__
+from .backends import registry
 from .errors import JobNotFoundError, SpecError, SubmarineError
 from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
                      public_report, to_json)
@@ -68,28 +69,37 @@ def main() -> None:
     """Run distributed deep-learning jobs on YARN or on this machine."""
 
 
-def _load(job_file: str, sets: Tuple[str, ...]):
+def _load(job_file: str, sets: Tuple[str, ...], backend: Any):
+    """The job file's plan; every problem of the file and of ``backend``'s own rules
+    (``Backend.check``) refused at once, exit 2."""
     from .jobfile import load_job, parse_set_options
     from .plan import make_plan
 
-    return make_plan(load_job(job_file, parse_set_options(sets)))
+    return make_plan(load_job(job_file, parse_set_options(sets), rules=backend.check))
 
 
-BACKEND = click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
-                       help="Where to run; default: yarn where HADOOP_CONF_DIR is set, else local.")
+def _backend_option(help_text: str):
+    """``--backend``: the registry's names (also from SUBM_BACKEND)."""
+    return click.option("--backend", "-b", type=click.Choice(registry.names()), envvar="SUBM_BACKEND",
+                        help=help_text)
 
 
-@main.command()
+BACKEND = _backend_option(f"Where to run: {registry.summaries()}; default: {registry.default_help()}.")
+#: ``--backend`` of the commands that ask a backend about its jobs or cluster (list, cluster).
+BACKEND_TO_ASK = _backend_option(f"Default: {registry.default_help()}.")
+
+
+@main.command(help=f"""Check a job file and print the plan: tasks, resources, environments (as the backend gives
+    them). The rules are those of every backend and of the one `subm run` would use: --backend,
+    else {registry.default_help()}.""")
 @click.argument("job_file")
 @SET
 @BACKEND
 @OUTPUT
 def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str) -> None:
-    """Check a job file and print the plan: tasks, resources, environments (as the backend gives them)."""
-    from .backends import choose_backend, get_backend
-
-    plan = _load(job_file, sets)
-    be = get_backend(choose_backend(backend))
+    name = registry.choose_backend(backend)
+    be = registry.get_backend(name)
+    plan = _load(job_file, sets, be)
     envs = plan.preview_envs(one_host=be.one_host, shared_dir=be.shared_dir(plan, "<app_id>"))
     if output == "json":
         d = plan.to_dict()
@@ -98,7 +108,7 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
         click.echo(to_json(d))
     else:
         click.echo(format_plan(plan, envs))
-        click.echo("OK: the job is valid.", err=True)
+        click.echo(f"OK: the job is valid. Backend: {name}{registry.why_chosen(name, named=bool(backend))}", err=True)
 
 
 @main.command()
@@ -112,13 +122,11 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
         dry_run: bool, quiet: bool) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
-    from .backends import choose_backend, get_backend
-
-    plan = _load(job_file, sets)
-    name = choose_backend(backend)
-    why = "" if backend else (" (HADOOP_CONF_DIR is set)" if name == "yarn" else " (no HADOOP_CONF_DIR)")
-    be = get_backend(name)
-    be.check(plan)
+    name = registry.choose_backend(backend)
+    why = registry.why_chosen(name, named=bool(backend))
+    be = registry.get_backend(name)
+    plan = _load(job_file, sets, be)
+    be.check_cluster(plan)
     request = be.request(plan)
     if dry_run:
         click.echo(request.describe())
@@ -190,9 +198,7 @@ class _TermAsInterrupt:
 
 
 def _backend_for(app_id: str):
-    from .backends import backend_for_app, get_backend
-
-    return get_backend(backend_for_app(app_id))
+    return registry.get_backend(registry.backend_for_app(app_id))
 
 
 @main.command()
@@ -207,14 +213,11 @@ def status(app_id: str, output: str) -> None:
 
 @main.command(name="list")
 @click.option("--all", "-a", "include_all", is_flag=True, help="Include finished jobs.")
-@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
-              help="Default: yarn where HADOOP_CONF_DIR is set, else local.")
+@BACKEND_TO_ASK
 @OUTPUT
 def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
     """List jobs (running ones unless --all)."""
-    from .backends import choose_backend, get_backend
-
-    jobs = get_backend(choose_backend(backend)).list(include_finished=include_all)
+    jobs = registry.get_backend(registry.choose_backend(backend)).list(include_finished=include_all)
     if output == "json":
         click.echo(to_json(public_list(jobs)))
         return
@@ -226,16 +229,14 @@ def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
 
 
 @main.command()
-@click.option("--backend", "-b", type=click.Choice(["local", "yarn"]), envvar="SUBM_BACKEND",
-              help="Default: yarn where HADOOP_CONF_DIR is set, else local.")
+@BACKEND_TO_ASK
 @OUTPUT
 def cluster(backend: Optional[str], output: str) -> None:
     """Show what the cluster offers: YARN's nodes (memory, vcores, GPUs: total, used, free) and
     queues; locally, this machine's GPUs (NVML), CPUs and memory."""
-    from .backends import choose_backend, get_backend
     from .cluster import format_cluster
 
-    info = get_backend(choose_backend(backend)).cluster()
+    info = registry.get_backend(registry.choose_backend(backend)).cluster()
     click.echo(to_json(info) if output == "json" else format_cluster(info))
 
 
@@ -262,17 +263,13 @@ def history(app_id: Optional[str], name: Optional[str], state: Optional[str], si
     """List finished jobs (or show one) from the history, a Parquet dataset ($SUBM_HISTORY,
     default $SUBM_HOME/history). First collects the jobs that ended unseen (detached ones): local
     ones always, YARN ones where HADOOP_CONF_DIR (or SUBM_YARN_RM_URL) names a cluster."""
-    from .history import History, collect, parse_since
+    from .history import History, collect, collected_backends, parse_since
     from .output import format_history, format_history_job, history_json
 
     after = parse_since(since) if since else None
     store = History()
     if not no_collect:
-        from .backends import get_backend
-
-        names = ["local"] + (["yarn"] if os.environ.get("HADOOP_CONF_DIR") or os.environ.get("SUBM_YARN_RM_URL")
-                             else [])
-        _, problems = collect(store, ((n, get_backend(n)) for n in names))
+        _, problems = collect(store, collected_backends())
         for p in problems:
             click.echo(f"Warning: could not collect finished jobs from {p}", err=True)
         try:
@@ -309,7 +306,7 @@ def _read(store: Any, **filters: Any) -> Any:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
 def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -> None:
     """Print tasks' stdout/stderr (and the AM's log when no role is given)."""
-    from .jobfile.model import ROLE_NAME
+    from .jobfile.fields import ROLE_NAME
 
     if role is not None and not ROLE_NAME.match(role):
         raise SpecError([("--role", f"expected a role name (a letter, then letters, digits or '-'), got {role!r}")])

@@ -28,6 +28,7 @@ import secrets
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .errors import BackendError, SpecError
+from .home import subm_home
 from .report import JobReport
 
 HISTORY_ENV = "SUBM_HISTORY"
@@ -63,8 +64,6 @@ def _schema():
 
 
 def history_location() -> str:
-    from .backends.local.backend import subm_home
-
     return os.environ.get(HISTORY_ENV) or os.path.join(subm_home(), "history")
 
 
@@ -306,6 +305,14 @@ def remember(report: JobReport, history: Optional[History] = None) -> bool:
     if not report.state.is_terminal() or not report.final:
         return False
     return (history or History()).add(record_of(report))
+
+
+def collected_backends() -> List[Tuple[str, Any]]:
+    """The backends whose finished jobs :func:`collect` looks for, as the registry says
+    (the local one always, YARN where HADOOP_CONF_DIR or SUBM_YARN_RM_URL names a cluster)."""
+    from .backends.registry import collected, get_backend
+
+    return [(name, get_backend(name)) for name in collected()]
 
 
 def collect(history: History, backends: Iterable[Tuple[str, Any]]) -> Tuple[int, List[str]]:

@@ -13,7 +13,9 @@ from importlib import resources
 from typing import List, Optional
 
 from .errors import SpecError, SubmarineError
-from .jobfile.model import _NAME as JOB_NAME
+# init's job names take the role-name form (a letter, then letters, digits or '-', at most 63):
+# stricter than what a job file's `name` may be, so every name it writes is valid there.
+from .jobfile.fields import ROLE_NAME
 from .templating import render
 
 FRAMEWORKS = ("pytorch", "tensorflow", "custom")
@@ -37,11 +39,11 @@ def name_from_directory(directory: str) -> str:
     if slug and not slug[0].isalpha():
         slug = f"job-{slug}"
     slug = slug[:63].rstrip("-")
-    return slug if JOB_NAME.match(slug) else FALLBACK_NAME
+    return slug if ROLE_NAME.match(slug) else FALLBACK_NAME
 
 
 def check_name(name: str) -> None:
-    if not JOB_NAME.match(name):
+    if not ROLE_NAME.match(name):
         raise SpecError([("--name", f"{name!r} is not a valid job name: a letter, then letters, digits "
                                     f"or '-', at most 63 characters (e.g. {name_from_directory(name)!r})")])
 

@@ -18,10 +18,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import describe_processes, job_dirs, processes_of, run_json, start_subm, wait_for, write_job
+from conftest import describe_processes, job_dirs, processes_of, run_json, start_subm, subm, wait_for, write_job
 
 from submarine_py.backends.yarn.backend import _killed_tasks_settled as _settled
 from submarine_py.backends.yarn.app_spec import TOKEN_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.rules import problems as yarn_rules
 from submarine_py.cli import main as cli
 from submarine_py.errors import SpecError
 from submarine_py.output import format_progress
@@ -31,22 +32,23 @@ from submarine_py.am.master import ApplicationMaster
 from submarine_py.am.containers import Containers
 from submarine_py.states import JobState, Phase, TaskState
 from submarine_py.jobfile import JobSpec, load_job, parse_set_options
-from submarine_py.jobfile.model import MAX_ARG_STRLEN
+from submarine_py.jobfile.fields import MAX_ARG_STRLEN
 
 skein = pytest.importorskip("skein")
 
 HOSTILE = "x$(touch pwned)`touch pwned2`\"';\\"
 
 
-def spec_of(tmp_path: Path, **job) -> JobSpec:
+def spec_of(tmp_path: Path, rules=None, **job) -> JobSpec:
+    """``job`` (over a one-role job) as a spec; ``rules``: a backend's too (YARN's: ``yarn_rules``)."""
     data = {"name": "j", "roles": {"worker": {"command": "python t.py"}}}
     data.update(job)
-    return JobSpec.from_dict(data, base_dir=str(tmp_path))
+    return JobSpec.from_dict(data, base_dir=str(tmp_path), rules=rules)
 
 
-def problems(tmp_path: Path, **job) -> dict:
+def problems(tmp_path: Path, rules=None, **job) -> dict:
     with pytest.raises(SpecError) as info:
-        spec_of(tmp_path, **job)
+        spec_of(tmp_path, rules=rules, **job)
     return dict(info.value.problems)
 
 
@@ -113,24 +115,25 @@ def test_the_cli_refuses_an_injecting_set_with_exit_2(tmp_path):
                                   "-rf", "sub/$(id)", "trailing\n", "semi;colon", "c:olon", "h#sh", "pct%41"])
 def test_hostile_files_destinations_are_refused(tmp_path, dest):
     (tmp_path / "t.py").write_text("")
-    found = problems(tmp_path, files={dest: "t.py"})
+    found = problems(tmp_path, rules=yarn_rules, files={dest: "t.py"})
     assert list(found) == [f"files.{dest}"]
 
 
 @pytest.mark.unit
 def test_hostile_url_source_names_are_refused_since_yarn_names_the_copy_after_them(tmp_path):
-    found = problems(tmp_path, files={"b.py": "hdfs://nn:8020/data/b`id`.py"})
+    found = problems(tmp_path, rules=yarn_rules, files={"b.py": "hdfs://nn:8020/data/b`id`.py"})
     assert "source's name" in found["files.b.py"]
     # Local sources travel inside one archive subm packs: their own names reach no script.
     odd = tmp_path / "a$(x) (1).py"
     odd.write_text("")
-    assert set(spec_of(tmp_path, files={"a.py": odd.name}).files) == {"a.py"}
+    assert set(spec_of(tmp_path, rules=yarn_rules, files={"a.py": odd.name}).files) == {"a.py"}
 
 
 @pytest.mark.unit
 def test_plain_file_names_with_spaces_and_subfolders_are_fine(tmp_path):
     (tmp_path / "my data.csv").write_text("")
-    spec = spec_of(tmp_path, files={"data/my data.csv": "my data.csv", "conf/a+b=c@d,e~.yaml": "my data.csv"})
+    spec = spec_of(tmp_path, rules=yarn_rules,
+                   files={"data/my data.csv": "my data.csv", "conf/a+b=c@d,e~.yaml": "my data.csv"})
     assert set(spec.files) == {"data/my data.csv", "conf/a+b=c@d,e~.yaml"}
 
 
@@ -138,7 +141,7 @@ def test_plain_file_names_with_spaces_and_subfolders_are_fine(tmp_path):
 @pytest.mark.parametrize("mount", ["/data$(touch pwned):/data", "/data:/d`id`", '/a"b:/c', "/a,b:/c",
                                    "/a b:/c", "/a\n:/c", "/a:/c\n", "/a;b:/c"])
 def test_hostile_docker_mounts_are_refused(tmp_path, mount):
-    found = problems(tmp_path, docker={"image": "localhost/img:1", "mounts": [mount]})
+    found = problems(tmp_path, rules=yarn_rules, docker={"image": "localhost/img:1", "mounts": [mount]})
     assert list(found) == ["docker.mounts[0]"]
 
 
@@ -150,7 +153,7 @@ def test_hostile_docker_mounts_are_refused(tmp_path, mount):
     ("tags", ["ok", "t\u00e9g"]), ("tags", ["x" * 101]),
 ])
 def test_hostile_job_fields_are_refused(tmp_path, field, value):
-    found = problems(tmp_path, **{field: value})
+    found = problems(tmp_path, rules=yarn_rules, **{field: value})
     assert any(path.split("[")[0] == field for path in found), found
 
 
@@ -161,7 +164,7 @@ def test_hostile_job_fields_are_refused(tmp_path, field, value):
     ("env", {"A$(id)": "x"}), ("env", {"A B": "x"}), ("env", {"A\n": "x"}), ("node_label", "gpu\n"),
 ])
 def test_hostile_role_fields_are_refused(tmp_path, field, value):
-    found = problems(tmp_path, roles={"worker": {"command": "run", field: value}})
+    found = problems(tmp_path, rules=yarn_rules, roles={"worker": {"command": "run", field: value}})
     assert any(path.startswith(f"roles.worker.{field}") for path in found), found
 
 
@@ -169,13 +172,46 @@ def test_hostile_role_fields_are_refused(tmp_path, field, value):
 def test_hostile_archive_names_are_refused(tmp_path):
     archive = tmp_path / "env$(touch pwned).tar.gz"
     archive.write_bytes(b"")
-    found = problems(tmp_path, environment={"archive": str(archive)})
+    found = problems(tmp_path, rules=yarn_rules, environment={"archive": str(archive)})
     assert list(found) == ["environment.archive"]
-    assert list(problems(tmp_path, environment={"python": "/usr/bin/python3\ntouch pwned"})) == ["environment.python"]
+    assert list(problems(tmp_path, rules=yarn_rules,
+                         environment={"python": "/usr/bin/python3\ntouch pwned"})) == ["environment.python"]
     archive = tmp_path / "env.tar.gz"
     archive.write_bytes(b"")
-    found = problems(tmp_path, environment={"archive": str(archive), "cache_dir": "/var/cache/x$(touch pwned)"})
+    found = problems(tmp_path, rules=yarn_rules,
+                     environment={"archive": str(archive), "cache_dir": "/var/cache/x$(touch pwned)"})
     assert list(found) == ["environment.cache_dir"]
+
+
+@pytest.mark.local
+def test_what_only_yarn_refuses_runs_locally_and_yarn_refuses_it_all_at_once(tmp_path, subm_home, no_leftovers):
+    job = write_job(tmp_path, """\
+        name: yarn-only
+        queue: my queue
+        tags: [Team-A, "a,b", "é"]
+        shared_dir: /mnt/a b
+        files:
+          x$(touch pwned): t.txt
+          -rf: t.txt
+          sub/semi;colon: t.txt
+        roles:
+          worker:
+            node_label: gpu && fast
+            command: test -f './x$(touch pwned)' && test -f ./-rf && test -f 'sub/semi;colon' && echo files-ok
+    """, files={"t.txt": "x\n"})
+    for args in (["validate"], ["run", "--dry-run"], ["run"]):
+        rc, out, err = subm(*args, "--backend", "yarn", str(job))
+        assert rc == 2 and err.startswith("Error: 8 problems:"), (args, err)
+        for path in ("queue", "tags[1]", "tags[2]", "shared_dir", "files.x$(touch pwned)", "files.-rf",
+                     "files.sub/semi;colon"):
+            assert f"  {path}: " in err, (path, err)
+        assert "roles.worker.node_label: expected one YARN node label" in err
+    rc, report, err = run_json("run", "--backend", "local", str(job))
+    no_leftovers.append(report.get("app_id"))
+    assert rc == 0 and report["state"] == "SUCCEEDED", err
+    logs = subm_home / "local" / report["app_id"] / "logs"
+    assert "files-ok" in (logs / "worker-0.stdout").read_text()
+    assert not list(tmp_path.rglob("pwned")) and not list(subm_home.rglob("pwned"))
 
 
 @pytest.mark.unit

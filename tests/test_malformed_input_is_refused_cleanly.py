@@ -213,10 +213,14 @@ def assert_clean(rc: int, out: str, err: str) -> None:
         assert_refused_cleanly(rc, out, err)
 
 
-def assert_survives_submission(job: Path) -> None:
-    """What ``validate`` accepts must not fail later, half-submitted: the AM re-reads the spec
-    from its ``to_dict`` (without the local files), both backends build their requests, every
-    task gets its environment, and the plan prints as JSON."""
+#: The backends ``subm validate --backend`` checks for; each has rules of its own.
+BACKENDS = ("local", "yarn")
+
+
+def assert_survives_submission(job: Path, backend: str) -> None:
+    """What ``validate --backend BACKEND`` accepts must not fail later, half-submitted: the AM
+    re-reads the spec from its ``to_dict`` (without the local files), the backend builds its
+    request, every task gets its environment, and the plan prints as JSON."""
     from submarine_py.backends.local import LocalBackend
     from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
     from submarine_py.jobfile import JobSpec, load_job
@@ -232,7 +236,9 @@ def assert_survives_submission(job: Path) -> None:
         env = plan.task_env(task, cluster, "application_1_1", 0)
         assert all(isinstance(k, str) and isinstance(v, str) and "\x00" not in v for k, v in env.items())
     to_json(plan.to_dict())
-    LocalBackend(home=str(job.parent / "home")).request(plan).describe()
+    if backend == "local":
+        LocalBackend(home=str(job.parent / "home")).request(plan).describe()
+        return
     opts = YarnOptions(job_file=str(job.parent / "job.json"), token_file=str(job.parent / "token"),
                        rm_url="http://rm:8088", archive_sha256="ab" * 32)
     pytest.importorskip("skein")
@@ -244,41 +250,46 @@ def test_the_base_documents_are_valid(base):
     d = _workdir()
     job = d / "job.yaml"
     job.write_text(yaml.safe_dump(base))
-    rc, out, err = cli("validate", str(job))
-    assert rc == 0, err
-    assert_survives_submission(job)
+    for backend in BACKENDS:
+        rc, out, err = cli("validate", "--backend", backend, str(job))
+        assert rc == 0, err
+        assert_survives_submission(job, backend)
 
 
-def validate_document(doc: dict) -> Tuple[int, str]:
-    """``subm validate`` of ``doc`` written as a job file: a clean exit, and a document it
-    accepts survives submission. Returns the exit code and stderr."""
+def validate_document(doc: dict) -> List[Tuple[int, str]]:
+    """``subm validate --backend B`` of ``doc`` written as a job file, for each backend B: a
+    clean exit, and a document it accepts survives submission to B. Returns the exit code
+    and stderr of each."""
     job = _workdir() / "job.yaml"
     job.write_text(yaml.safe_dump(doc, allow_unicode=True, width=1 << 16))
-    rc, out, err = cli("validate", str(job))
-    assert_clean(rc, out, err)
-    if rc == 0:
-        assert_survives_submission(job)
-    return rc, err
+    results = []
+    for backend in BACKENDS:
+        rc, out, err = cli("validate", "--backend", backend, str(job))
+        assert_clean(rc, out, err)
+        if rc == 0:
+            assert_survives_submission(job, backend)
+        results.append((rc, err))
+    return results
 
 
 @FUZZ
 @given(mutated())
 def test_a_wrong_value_anywhere_is_refused_naming_its_field(case):
     doc, path, how = case
-    rc, err = validate_document(doc)
-    if rc == 2 and not err.startswith("Error: template: "):
-        # The problem is named by where it is (a framework's role rules may name 'roles' instead);
-        # text that Jinja2 cannot render is named by its line.
-        assert f"{path[0]}" in err or "roles" in err, err
+    for rc, err in validate_document(doc):
+        if rc == 2 and not err.startswith("Error: template: "):
+            # The problem is named by where it is (a framework's role rules may name 'roles' instead);
+            # text that Jinja2 cannot render is named by its line.
+            assert f"{path[0]}" in err or "roles" in err, err
 
 
 @FUZZ_SLOW
 @given(retyped())
 def test_a_retyped_value_is_accepted_whole_or_refused_by_name(case):
     doc, path = case
-    rc, err = validate_document(doc)
-    if rc != 0 and not err.startswith("Error: template: "):
-        assert f"{path[0]}" in err or "roles" in err, err
+    for rc, err in validate_document(doc):
+        if rc != 0 and not err.startswith("Error: template: "):
+            assert f"{path[0]}" in err or "roles" in err, err
 
 
 @FUZZ
@@ -373,11 +384,12 @@ def _roles(framework: str, **roles: Any) -> dict:
     return _doc(framework=framework, roles={r: {"instances": n, "command": "true"} for r, n in roles.items()})
 
 
-def validate_doc(doc: Any) -> Tuple[int, str, str]:
+def validate_doc(doc: Any, *options: str) -> Tuple[int, str, str]:
+    """``subm validate [OPTIONS] JOB`` of ``doc``; ``--backend yarn`` adds YARN's rules."""
     d = _workdir()
     job = d / "job.yaml"
     job.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
-    return cli("validate", str(job))
+    return cli("validate", *options, str(job))
 
 
 @pytest.mark.parametrize("doc, expected", [
@@ -496,7 +508,7 @@ def test_malformed_files_name_the_entry(files, expected):
     ({"a": 1}, "tags: expected a list of strings"),
 ])
 def test_tags_are_checked_one_by_one(tags, expected):
-    rc, out, err = validate_doc(_doc(tags=tags))
+    rc, out, err = validate_doc(_doc(tags=tags), "--backend", "yarn")
     assert_refused_cleanly(rc, out, err)
     assert expected in err, err
 
@@ -509,21 +521,21 @@ def test_tags_are_kept_lower_case_as_yarn_does():
 
 @pytest.mark.parametrize("queue", ["my queue", " default", "a..b", ".a", "a.", "", "q\tx", "a,b"])
 def test_queue_names_with_spaces_or_empty_parts_are_refused(queue):
-    rc, out, err = validate_doc(_doc(queue=queue))
+    rc, out, err = validate_doc(_doc(queue=queue), "--backend", "yarn")
     assert_refused_cleanly(rc, out, err)
     assert "queue: " in err, err
 
 
 @pytest.mark.parametrize("queue", ["default", "root.team-a.dev", "gpu_queue", "user@x"])
 def test_queue_names_and_paths_are_accepted(queue):
-    rc, out, err = validate_doc(_doc(queue=queue))
+    rc, out, err = validate_doc(_doc(queue=queue), "--backend", "yarn")
     assert rc == 0, err
 
 
 @pytest.mark.parametrize("label, ok", [("gpu", True), ("gpu-v100_x", True), ("gpu && ssd", False),
                                        ("-x", False), ("a b", False)])
 def test_node_labels_are_accepted_or_refused_by_name(label, ok):
-    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "node_label": label}}))
+    rc, out, err = validate_doc(_doc(roles={"w": {"command": "true", "node_label": label}}), "--backend", "yarn")
     if ok:
         assert rc == 0, err
     else:

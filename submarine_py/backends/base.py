@@ -1,28 +1,21 @@
-"""The backend interface and registry.
+"""The backend interface (the registry of backends is ``registry.py``).
 
-A backend turns a plan into its own request once (:meth:`Backend.request`):
+A backend checks a spec against its own rules (:meth:`Backend.check`, pure) and the plan
+against its cluster (:meth:`Backend.check_cluster`), then turns the plan into its own
+request once (:meth:`Backend.request`):
 ``subm run --dry-run`` prints that request, ``subm run`` submits that same
 object (:meth:`Backend.submit`). Afterwards every answer about a job is a
 :class:`JobReport`.
 """
 from __future__ import annotations
 
-import importlib
-import os
-import re
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
 
-from ..errors import SpecError
+from ..jobfile.model import JobSpec
 from ..plan import Plan
 from ..report import JobReport
 from ..states import Phase
-
-_REGISTRY = {
-    "local": "submarine_py.backends.local:LocalBackend",
-    "yarn": "submarine_py.backends.yarn:YarnBackend",
-}
-
 
 class Request(Protocol):
     """A backend-native request: everything a submission will do, built before doing it."""
@@ -33,6 +26,9 @@ class Request(Protocol):
         """The request as text (what ``--dry-run`` prints)."""
         ...
 
+
+#: A problem a backend finds in a spec: (field path, message), as in :class:`SpecError`.
+Problem = Tuple[str, str]
 
 #: What a job stopped by `subm kill` says it was stopped by.
 KILLED_BY_USER = "killed by `subm kill`"
@@ -58,8 +54,16 @@ class Backend:
         """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""
         return None
 
-    def check(self, plan: Plan) -> None:
-        """Refuse (``SpecError``) what the target can never run. Default: accept."""
+    def check(self, spec: JobSpec) -> List[Problem]:
+        """What this backend can never run, whatever its cluster holds, as ``(field path,
+        message)`` pairs (none: it runs the spec). Pure: reads the spec only, never a cluster,
+        a driver or a file, so ``subm validate`` asks it offline; ``subm validate`` and ``subm
+        run`` report these with the job file's own problems, at once (exit 2)."""
+        return []
+
+    def check_cluster(self, plan: Plan) -> None:
+        """Ask the target what it offers now, and refuse (``ClusterLimitError``, exit 2) what it
+        can never give (more memory, GPUs... than any of its machines has). Default: accept."""
 
     def request(self, plan: Plan) -> Request:
         """The backend-native request for ``plan``; builds it, submits nothing."""
@@ -117,33 +121,3 @@ class Backend:
 def _progress_key(report: JobReport) -> Any:
     return (report.state, report.phase, report.attempts, report.running, len(report.events),
             tuple((t.role, t.index, t.state) for t in report.tasks))
-
-
-def get_backend(name: str, **options: Any) -> Backend:
-    try:
-        module, _, cls = _REGISTRY[name].partition(":")
-    except KeyError:
-        raise SpecError([("--backend", f"expected one of {', '.join(_REGISTRY)}, got {name!r}")]) from None
-    return getattr(importlib.import_module(module), cls)(**options)
-
-
-def choose_backend(name: Optional[str]) -> str:
-    """The backend to use: the one named, else YARN where HADOOP_CONF_DIR is set, else local."""
-    if name:
-        return name
-    return "yarn" if os.environ.get("HADOOP_CONF_DIR") else "local"
-
-
-#: YARN's ApplicationId, and the local backend's ids (one safe path component).
-_APP_IDS = (("yarn", re.compile(r"^application_[0-9]{1,19}_[0-9]{1,10}$")),
-            ("local", re.compile(r"^local_[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")))
-
-
-def backend_for_app(app_id: str) -> str:
-    """The backend an application id belongs to; a malformed id is bad input (exit 2),
-    before any backend is asked (YARN's RM would answer 400, the local one read a path)."""
-    for name, form in _APP_IDS:
-        if form.match(app_id) and ".." not in app_id:
-            return name
-    raise SpecError([("APP_ID", f"{app_id!r} is not a job id: YARN ids look like application_1700000000000_0001, "
-                                "local ones like local_20260101-120000_ab12")])

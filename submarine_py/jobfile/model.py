@@ -3,22 +3,19 @@
 ``JobSpec.from_dict`` validates a dict (``validate.py`` collects every problem with its
 path, ``roles.worker.resources.gpus: ...``, and raises one :class:`SpecError`);
 ``JobSpec.to_dict`` gives a dict that ``from_dict`` reads back unchanged. The field-level
-rules and limits live in ``fields.py``; the public ones are importable from here too.
+rules and limits live in ``fields.py``.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from ..states import RestartPolicy
 from ..units import format_memory
-from .fields import (  # noqa: F401  (importable from here, as before the split)
-    MAX_ARG_STRLEN, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_STOP_GRACE_SECONDS,
-    MAX_TAG_CHARS, MAX_TAGS, MAX_TASK_ARGS_BYTES, MAX_VCORES, RESERVED_ENV_PREFIX, ROLE_NAME,
-)
 
-_NAME = ROLE_NAME  # the name scaffold.py imports
+if TYPE_CHECKING:
+    from .validate import Rules
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
@@ -169,13 +166,16 @@ class JobSpec:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, base_dir: Optional[str] = None, check_files: bool = True) -> "JobSpec":
+    def from_dict(cls, data: Any, base_dir: Optional[str] = None, check_files: bool = True,
+                  rules: Optional["Rules"] = None) -> "JobSpec":
         """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``.
 
         ``check_files=False`` skips checking that local sources exist (the AM on a
         cluster node reads a spec whose files were checked where it was submitted).
+        ``rules``: more rules the spec must pass (the chosen backend's ``check``); their
+        problems are reported with the job file's own, in one :class:`SpecError`.
         """
         from .validate import Builder  # it builds these classes: imported here, not at the top
 
-        return Builder(base_dir or os.getcwd(), check_files).job(data)
+        return Builder(base_dir or os.getcwd(), check_files, rules).job(data)
 

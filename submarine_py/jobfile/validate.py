@@ -1,7 +1,9 @@
 """The validating walk over a job file's dict: builds the spec's dataclasses and collects every
 problem with its path (``roles.worker.resources.gpus: ...``), raised as one :class:`SpecError`.
 
-Used through ``JobSpec.from_dict``; the rules for single fields are in ``fields.py``.
+Used through ``JobSpec.from_dict``; the rules for single fields are in ``fields.py``. These are
+the rules of every backend; a backend's own (``Backend.check``) come in as ``rules`` and are
+reported with them, in the same error.
 """
 from __future__ import annotations
 
@@ -9,15 +11,15 @@ import difflib
 import os
 import re
 import shlex
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import ProblemCollector, SpecError
 from ..states import RestartPolicy
 from ..units import parse_memory
 from .fields import (
-    ENV_NAME, FILE_NAME, FILE_NAME_RULE, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS,
-    MAX_LOST_AFTER_SECONDS, MAX_STOP_GRACE_SECONDS, MAX_TAG_CHARS, MIN_LOST_AFTER_SECONDS, MAX_TAGS, MAX_VCORES, MOUNT_PATH, NODE_LABEL, QUEUE,
-    RESERVED_ENV_PREFIX, ROLE_NAME, base_name, exec_limit_problems, join_path, mount_problem, show,
+    ENV_NAME, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_LOST_AFTER_SECONDS,
+    MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
+    exec_limit_problems, join_path, mount_problem, show,
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
@@ -25,14 +27,18 @@ from .model import (
     DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
 )
 
+#: More rules a spec must pass (a backend's ``check``): its problems, as ``(path, message)``.
+Rules = Callable[[JobSpec], List[Tuple[str, str]]]
+
 
 class Builder(ProblemCollector):
     """Walks a raw dict, collecting every problem with its path."""
 
-    def __init__(self, base_dir: str, check_files: bool = True):
+    def __init__(self, base_dir: str, check_files: bool = True, rules: Optional[Rules] = None):
         super().__init__()
         self.base_dir = base_dir
         self.check_files = check_files
+        self.rules = rules
 
     # -- helpers ----------------------------------------------------------
     def mapping(self, value: Any, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
@@ -105,9 +111,6 @@ class Builder(ProblemCollector):
         framework = self.choice(data.get("framework"), "framework", FRAMEWORKS, "custom")
         queue = self.string(data.get("queue"), "queue", default="default")
         queue = "default" if queue is None else queue
-        if len(queue) > 255 or not QUEUE.match(queue):
-            self.fail("queue", "expected a YARN queue name or path (letters, digits, '_', '-', '@', '+', "
-                               f"parts joined by '.', no spaces), got {show(queue)}")
         restart = self.restart(data.get("restart"))
         timeouts = self.timeouts(data.get("timeouts"))
         docker = self.docker(data.get("docker"), "docker")
@@ -126,6 +129,8 @@ class Builder(ProblemCollector):
             from ..frameworks import get_framework
 
             self.problems.extend(get_framework(framework).check(spec))
+        if self.rules is not None:  # on what was built: a bad field stands at its default there
+            self.problems.extend(self.rules(spec))
         self.raise_if_any()
         return spec
 
@@ -195,9 +200,6 @@ class Builder(ProblemCollector):
             self.fail(where, problem)
         docker = self.docker(raw.get("docker"), f"{path}.docker", inherit=job_docker)
         node_label = self.string(raw.get("node_label"), f"{path}.node_label")
-        if node_label and not NODE_LABEL.match(node_label):
-            self.fail(f"{path}.node_label", f"expected one YARN node label (letters, digits, '_', '-'), "
-                                            f"got {show(node_label)}")
         tracked = raw.get("tracked")
         if tracked is not None and not isinstance(tracked, bool):
             self.fail(f"{path}.tracked", f"expected true or false, got {show(tracked)}")
@@ -287,16 +289,8 @@ class Builder(ProblemCollector):
                 continue
             if dest in out:
                 self.fail(path, f"names the same destination as another entry ({dest})")
-            bad = [part for part in dest.split("/") if part and not FILE_NAME.match(part)]
-            if bad:
-                self.fail(path, f"{bad[0]!r} in the destination: {FILE_NAME_RULE}")
-                continue
             if not isinstance(src, str) or not src.strip() or "\x00" in src:
                 self.fail(path, f"expected a source path, got {show(src)}")
-                continue
-            base = base_name(src)
-            if "://" in src and not FILE_NAME.match(base):  # YARN localizes it under this name
-                self.fail(path, f"the source's name {base!r}: {FILE_NAME_RULE} (YARN names the copy after it)")
                 continue
             full = src if "://" in src else os.path.normpath(os.path.join(self.base_dir, os.path.expanduser(src)))
             if self.check_files and "://" not in full:
@@ -324,10 +318,6 @@ class Builder(ProblemCollector):
         if ".." in path.split("/"):
             self.fail("shared_dir", f"must not contain '..', got {path!r}")
             return None
-        if not MOUNT_PATH.match(path):  # a Docker mount YARN passes through a shell script
-            self.fail("shared_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
-                                    f"through a shell script), got {show(path)}")
-            return None
         return os.path.normpath(path)
 
     def files_list(self, value: List[Any]) -> Dict[str, Any]:
@@ -353,18 +343,11 @@ class Builder(ProblemCollector):
         cache_dir = self.string(d.get("cache_dir"), "environment.cache_dir")
         if cache_dir and not os.path.isabs(cache_dir):
             self.fail("environment.cache_dir", f"expected an absolute path on the nodes, got {cache_dir!r}")
-        elif cache_dir and not MOUNT_PATH.match(cache_dir):
-            self.fail("environment.cache_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
-                                               f"through a shell script), got {show(cache_dir)}")
         elif cache_dir and not archive:
             self.fail("environment.cache_dir", "only used with environment.archive (where archives are unpacked)")
         if python and (not python.strip() or any(ord(c) < 32 or ord(c) == 127 for c in python)):
             self.fail("environment.python", f"expected an interpreter's path, got {show(python)}")
             python = None
-        if archive and not FILE_NAME.match(base_name(archive)):
-            self.fail("environment.archive", f"the name {base_name(archive)!r}: {FILE_NAME_RULE} "
-                                             "(YARN names the copy after it)")
-            archive = None
         if python and archive:
             self.fail("environment", "give either 'python' (an interpreter on every node) or 'archive' (a packed environment), not both")
         if archive and "://" not in archive:
@@ -377,8 +360,10 @@ class Builder(ProblemCollector):
         return EnvironmentSpec(python=python or None, archive=archive or None, cache_dir=cache_dir or None)
 
     def tags(self, value: Any) -> Tuple[str, ...]:
-        """YARN's application tags: ASCII, no commas, compared without case (YARN lower-cases
-        them), so they are kept lower-case here for both backends."""
+        """Application tags: strings, stripped and kept lower-case on every backend, so that a
+        job's tags compare the same wherever it runs (YARN compares them without case and
+        lower-cases them). What YARN allows in them (ASCII, no commas, how many, how long) is
+        the YARN backend's rule."""
         if value is None:
             return ()
         if isinstance(value, str):
@@ -386,9 +371,6 @@ class Builder(ProblemCollector):
         if not isinstance(value, list):
             self.fail("tags", f"expected a list of strings, got {show(value)}")
             return ()
-        if len(value) > MAX_TAGS:
-            self.fail("tags", f"expected at most {MAX_TAGS} tags (YARN keeps 10 and submarine-py uses one), "
-                              f"got {len(value)}")
         out: List[str] = []
         for i, raw in enumerate(value):
             tag = self.string(raw, f"tags[{i}]")
@@ -397,10 +379,7 @@ class Builder(ProblemCollector):
                     self.fail(f"tags[{i}]", "expected a string, got None")
                 continue
             tag = tag.strip().lower()
-            if not tag or "," in tag or len(tag) > MAX_TAG_CHARS or not tag.isascii() or not tag.isprintable():
-                self.fail(f"tags[{i}]", f"expected printable ASCII without commas, 1 to {MAX_TAG_CHARS} "
-                                        f"characters, got {show(raw)}")
-            elif tag in out:
+            if tag in out:
                 self.fail(f"tags[{i}]", f"repeats the tag {tag!r}")
             else:
                 out.append(tag)

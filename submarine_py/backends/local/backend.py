@@ -29,13 +29,15 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tu
 
 import requests
 
-from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...gpus import describe_local_gpus, local_gpu_ids
+from ...home import subm_home
+from ...jobfile.model import JobSpec
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
 from ...states import JobState, Phase
-from ..base import KILLED_BY_USER, Backend
+from ..base import KILLED_BY_USER, Backend, Problem
 
 AM_START_SECONDS = 30
 #: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
@@ -46,10 +48,6 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname
 SHARED_DIR = "shared"
 #: How much of a log `subm logs` holds at once.
 LOG_CHUNK = 1 << 20
-
-
-def subm_home() -> str:
-    return os.path.abspath(os.path.expanduser(os.environ.get("SUBM_HOME", "~/.submarine")))
 
 
 @dataclass(frozen=True)
@@ -101,14 +99,14 @@ class LocalBackend(Backend):
         """Always: ``shared/`` in the job's folder (whatever ``shared_dir`` says; that is YARN's)."""
         return os.path.join(self.root, app_id, SHARED_DIR)
 
-    def check(self, plan: Plan) -> None:
-        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once);
-        refuse file sources it cannot copy (URLs are for YARN's localization)."""
-        urls = [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
+    def check(self, spec: JobSpec) -> List[Problem]:
+        """Its own rule: file sources it cannot copy (URLs are for YARN's localization)."""
+        return [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
                                   f"fetch {src}; give a local path (or run on YARN)")
-                for dest, src in plan.job.files.items() if "://" in src]
-        if urls:
-            raise SpecError(urls)
+                for dest, src in spec.files.items() if "://" in src]
+
+    def check_cluster(self, plan: Plan) -> None:
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
         wanted = sum(t.resources.gpus for t in plan.tasks)
         if not wanted:
             return

@@ -108,81 +108,118 @@ def archive_env(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     return out
 
 
+#: The folder holding the ``submarine_py`` package the AM imports (PYTHONPATH of the master).
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
 def build_application_spec(plan: Plan, opts: YarnOptions):
+    """The plan as skein's ApplicationSpec: the AM as skein's master, one service per role."""
     import skein
 
     py = python_command(plan, opts)
-    archive = plan.job.environment.archive
-    env_files: Dict[str, object] = {}
-    if archive:
-        # A plain file (never unpacked by YARN): the executor unpacks it into the node's cache
-        # unless an earlier job already did. One on the cluster's filesystem is localized
-        # PRIVATE, so that the NodeManager's per-user cache keeps it for every later job of
-        # the user with the same file (YARN keys it by path and modification time): a second
-        # run neither copies nor unpacks it. A local one is uploaded into each application's
-        # staging directory by skein, so it can only be APPLICATION (once per node and job).
-        env_files[archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]] = skein.File(
-            source=archive, type="file", visibility="private" if "://" in archive else "application")
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
     token = {TOKEN_FILE: skein.File(source=opts.token_file, type="file")}
-    master_env = {"SUBM_TOKEN_FILE": TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
-                  "PYTHONPATH": pkg_parent}
-    master = skein.Master(
-        resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
-        env=master_env,
-        script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
-    )
-    executor_files = {EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file")}
-    files = plan.job.files
-    user_files: Dict[str, object] = {}
-    if shipping.local_sources(files):
-        user_files[shipping.FILES_ARCHIVE] = skein.File(source=opts.files_archive or "<files archive>", type="file")
-    for dest, name in shipping.url_sources(files).items():
-        user_files[name] = skein.File(source=files[dest], type="file")
-    services = {}
-    for role, spec in plan.job.roles.items():
-        task = plan.task(role, 0)
-        env = {
-            "SUBM_TOKEN_FILE": TOKEN_FILE,
-            **plan.executor_settings(role),
-            "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
-            "SUBM_LOG_TO_CONTAINER": "1",
-            "PYTHONUNBUFFERED": "1",
-            **shipping.executor_env(files),
-            **docker_env(task, plan.job.shared_dir),
-            **({} if task.docker else {**archive_env(plan, opts), **py["task_env"]}),
-        }
-        if task.docker:
-            script = f"exec python3 -S {EXECUTOR_FILE}"
-        else:
-            script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
-        hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
-        services[role] = skein.Service(
-            instances=spec.instances,
-            resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
-                                      gpus=spec.resources.gpus),
-            files={**executor_files, **token, **user_files,
-                   **({} if task.docker else env_files)},
-            env=env,
-            script=script,
-            # skein replaces a failed container in the same RM heartbeat that reports it (our
-            # add_container() would wait for its next one, up to 5 s); the AM still decides
-            # whether the job goes on, and ends it when restarts are spent.
-            max_restarts=-1 if Restarts(plan.job.restart).cluster_replaces_containers else 0,
-            allow_failures=True,   # a failed container must not end the application
-            node_label=spec.node_label or "",
-            **hints,
-        )
     return skein.ApplicationSpec(
         name=plan.job.name,
         queue=plan.job.queue,
         tags=[TAG, *plan.job.tags],
-        master=master,
-        services=services,
+        master=master(opts, py, token),
+        services={role: service(plan, role, opts, py, token) for role in plan.job.roles},
         max_attempts=am_attempts(plan),
     )
+
+
+def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
+    """skein's master: the Python AM (``am_main``) reading the job file skein ships."""
+    import skein
+
+    return skein.Master(
+        resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
+        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
+        env={"SUBM_TOKEN_FILE": TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+             "PYTHONPATH": PACKAGE_PARENT},
+        script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
+    )
+
+
+def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
+    """One role's skein service: its executors, declared up front (the whole gang at once)."""
+    import skein
+
+    spec, task = plan.job.roles[role], plan.task(role, 0)
+    if task.docker:
+        script = f"exec python3 -S {EXECUTOR_FILE}"
+    else:
+        script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
+    hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
+    return skein.Service(
+        instances=spec.instances,
+        resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
+                                  gpus=spec.resources.gpus),
+        files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
+               **token, **user_files(plan, opts), **({} if task.docker else archive_files(plan, opts))},
+        env=task_env(plan, task, opts, py),
+        script=script,
+        max_restarts=service_max_restarts(plan),
+        allow_failures=True,   # a failed container must not end the application
+        node_label=spec.node_label or "",
+        **hints,
+    )
+
+
+def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) -> Dict[str, str]:
+    """What a role's executors start with (the rest comes from the AM once they register)."""
+    files = plan.job.files
+    return {
+        "SUBM_TOKEN_FILE": TOKEN_FILE,
+        **plan.executor_settings(task.role),
+        "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
+        "SUBM_LOG_TO_CONTAINER": "1",
+        "PYTHONUNBUFFERED": "1",
+        **shipping.executor_env(files),
+        **docker_env(task, plan.job.shared_dir),
+        **({} if task.docker else {**archive_env(plan, opts), **py["task_env"]}),
+    }
+
+
+def user_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
+    """The job's ``files``: local ones in one archive, ``scheme://`` ones each under a flat name."""
+    import skein
+
+    files = plan.job.files
+    out: Dict[str, object] = {}
+    if shipping.local_sources(files):
+        out[shipping.FILES_ARCHIVE] = skein.File(source=opts.files_archive or "<files archive>", type="file")
+    for dest, name in shipping.url_sources(files).items():
+        out[name] = skein.File(source=files[dest], type="file")
+    return out
+
+
+def archive_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
+    """environment.archive as a plain file (never unpacked by YARN): the executor unpacks it
+    into the node's cache unless an earlier job already did.
+
+    One on the cluster's filesystem is localized PRIVATE, so that the NodeManager's per-user
+    cache keeps it for every later job of the user with the same file (YARN keys it by path
+    and modification time): a second run neither copies nor unpacks it. A local one is
+    uploaded into each application's staging directory by skein, so it can only be
+    APPLICATION (once per node and job).
+    """
+    import skein
+
+    archive = plan.job.environment.archive
+    if not archive:
+        return {}
+    return {archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]: skein.File(
+        source=archive, type="file", visibility="private" if "://" in archive else "application")}
+
+
+def service_max_restarts(plan: Plan) -> int:
+    """skein's ``max_restarts`` of each service: -1 (no limit) unless the job never restarts.
+
+    skein replaces a failed container in the same RM heartbeat that reports it (our
+    add_container() would wait for its next one, up to 5 s); the AM still decides whether
+    the job goes on, and ends it when restarts are spent."""
+    return -1 if Restarts(plan.job.restart).cluster_replaces_containers else 0
 
 
 def am_attempts(plan: Plan) -> int:

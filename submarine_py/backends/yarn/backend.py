@@ -23,14 +23,16 @@ from dataclasses import replace as replace_options
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tuple
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...home import subm_home
+from ...jobfile.model import JobSpec
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
 from ...units import format_memory
-from ..base import KILLED_BY_USER, Backend
+from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle
 from ...am.process import SIGNALLED
-from . import shipping
+from . import rules, shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, node_log_sizes, stream_node_log, yarn_user
 from .skein_driver import client_for
@@ -109,7 +111,11 @@ class YarnBackend(Backend):
         return posixpath.join(plan.job.shared_dir, app_id) if plan.job.shared_dir else None
 
     # -- before submission --------------------------------------------------------
-    def check(self, plan: Plan) -> None:
+    def check(self, spec: JobSpec) -> List[Problem]:
+        """YARN's rules on the spec alone (``rules.py``): no cluster, no skein."""
+        return rules.problems(spec)
+
+    def check_cluster(self, plan: Plan) -> None:
         """Refuse what this cluster can never run, with the numbers, before submitting."""
         require_skein()
         limits = self.rm.limits()
@@ -433,7 +439,6 @@ def archive_checksum(path: str) -> str:
     submitting the same archive again does not read hundreds of MB again.
     """
     from ...executor.envcache import sha256_of
-    from ..local.backend import subm_home
 
     st = os.stat(path)
     key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"

@@ -23,6 +23,7 @@ import warnings
 from typing import Dict, Iterator, List
 
 from ...errors import BackendError
+from ...home import subm_home
 from .rest import hadoop_conf
 
 #: Files of the Hadoop configuration whose content the driver depends on.
@@ -31,8 +32,6 @@ CONF_FILES = ("core-site.xml", "yarn-site.xml", "hdfs-site.xml", "resource-types
 
 def skein_home() -> str:
     """Where the per-cluster skein config folders live."""
-    from ..local.backend import subm_home
-
     home = os.environ.get("SUBM_SKEIN_HOME")
     return os.path.abspath(os.path.expanduser(home)) if home else os.path.join(subm_home(), "skein")
 
