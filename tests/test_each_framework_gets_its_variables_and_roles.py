@@ -5,14 +5,14 @@ import pytest
 
 from submarine_py.frameworks import get_framework
 from submarine_py.plan import make_plan
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
 
 def job(framework, **roles):
     """A spec with ``role=instances`` (or ``role=dict``) for each role."""
-    return JobSpec.from_dict({
+    return spec_from_dict({
         "name": "t", "framework": framework,
         "roles": {r: (v if isinstance(v, dict) else {"instances": v, "command": "true"}) for r, v in roles.items()},
     })

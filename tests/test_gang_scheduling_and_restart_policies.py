@@ -12,7 +12,7 @@ import pytest
 from submarine_py.plan import make_plan
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.am.containers import Containers, Ended
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +87,7 @@ class FakeContainers(Containers):
 def run_job(spec: dict, outcome: Outcome, never_register=(), before_run=None):
     spec = dict({"name": "t"}, **spec)
     fake = FakeContainers(outcome, set(never_register))
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", fake)
+    am = ApplicationMaster(make_plan(spec_from_dict(spec)), "local_test", fake)
     fake.am = am
     if before_run:
         before_run(am)
@@ -195,7 +195,7 @@ def test_an_executor_lost_before_registering_fails_the_task():
             return super().poll()
 
     fake = Vanishing(lambda role, index, attempt: 0)
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict(WORKERS, name="t"))), "local_test", fake)
+    am = ApplicationMaster(make_plan(spec_from_dict(dict(WORKERS, name="t"))), "local_test", fake)
     fake.am = am
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
@@ -246,7 +246,7 @@ def test_tasks_lost_together_cost_one_restart_not_one_each():
 
     spec = dict(WORKERS, name="t", restart={"policy": "gang", "max_restarts": 1})
     fake = NodeDies(lambda role, index, attempt: None if attempt == 0 else 0)
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(spec)), "local_test", fake)
+    am = ApplicationMaster(make_plan(spec_from_dict(spec)), "local_test", fake)
     fake.am = am
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]

@@ -12,8 +12,8 @@ from submarine_py.report import JobReport
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.am.containers import Containers
 from submarine_py.am.server import serve
-from submarine_py.jobfile import JobSpec
 from submarine_py.templating import render
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ class Quiet(Containers):
 
 def gang(monkeypatch, idle="60"):
     monkeypatch.setenv("SUBM_GPU_IDLE_SECONDS", idle)
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(SPEC)), "local_gpu", Quiet())
+    am = ApplicationMaster(make_plan(spec_from_dict(SPEC)), "local_gpu", Quiet())
     for i, role in enumerate(("worker", "ps")):
         am.on_register({"executor": f"e{i}", "role": role, "index": 0, "host": "127.0.0.1", "port": 4000 + i})
     return am

@@ -33,6 +33,7 @@ from submarine_py.am.containers import Containers
 from submarine_py.states import JobState, Phase, TaskState
 from submarine_py.jobfile import JobSpec, load_job, parse_set_options
 from submarine_py.jobfile.fields import MAX_ARG_STRLEN
+from submarine_py.jobfile import spec_from_dict
 
 skein = pytest.importorskip("skein")
 
@@ -43,7 +44,7 @@ def spec_of(tmp_path: Path, rules=None, **job) -> JobSpec:
     """``job`` (over a one-role job) as a spec; ``rules``: a backend's too (YARN's: ``yarn_rules``)."""
     data = {"name": "j", "roles": {"worker": {"command": "python t.py"}}}
     data.update(job)
-    return JobSpec.from_dict(data, base_dir=str(tmp_path), rules=rules)
+    return spec_from_dict(data, base_dir=str(tmp_path), rules=rules)
 
 
 def problems(tmp_path: Path, rules=None, **job) -> dict:

@@ -6,8 +6,9 @@ import textwrap
 import pytest
 
 from submarine_py.errors import SpecError
-from submarine_py.jobfile import JobSpec, load_job, parse_set_options, render_template
+from submarine_py.jobfile import load_job, parse_set_options, render_template
 from submarine_py.jobfile.loader import load_yaml
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -267,14 +268,14 @@ def test_every_field_is_read(full_job, tmp_path):
 
 def test_round_trip_yaml_to_object_to_dict_to_object(full_job, tmp_path):
     spec = load_job(str(full_job))
-    again = JobSpec.from_dict(spec.to_dict(), base_dir="/somewhere/else")
+    again = spec_from_dict(spec.to_dict(), base_dir="/somewhere/else")
     assert again == spec
     assert again.to_dict() == spec.to_dict()
 
 
 def test_a_commented_job_file_round_trips(mnist_ddp_job):
     spec = load_job(str(mnist_ddp_job))
-    assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert spec_from_dict(spec.to_dict()) == spec
 
 
 def test_to_dict_survives_json_and_yaml(full_job):
@@ -283,13 +284,13 @@ def test_to_dict_survives_json_and_yaml(full_job):
     import yaml
 
     spec = load_job(str(full_job))
-    assert JobSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
-    assert JobSpec.from_dict(load_yaml(yaml.safe_dump(spec.to_dict()))) == spec
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert spec_from_dict(load_yaml(yaml.safe_dump(spec.to_dict()))) == spec
 
 
 def test_spec_errors_are_value_errors_carrying_every_problem():
     with pytest.raises(ValueError) as info:
-        JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "c", "instances": -1,
+        spec_from_dict({"name": "x", "roles": {"worker": {"command": "c", "instances": -1,
                                                              "resources": {"gpus": "two"}}}})
     assert isinstance(info.value, SpecError)
     assert dict(info.value.problems) == {
@@ -299,7 +300,7 @@ def test_spec_errors_are_value_errors_carrying_every_problem():
 
 
 def test_omitted_fields_take_their_defaults():
-    spec = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
+    spec = spec_from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
     assert spec.framework == "custom" and spec.queue == "default"
     assert (spec.restart.policy, spec.restart.max_restarts) == ("gang", 0)
     assert spec.timeouts.gang_seconds == 300 and spec.timeouts.job_seconds is None
@@ -311,40 +312,40 @@ def test_omitted_fields_take_their_defaults():
 
 
 def test_the_spec_is_frozen():
-    spec = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
+    spec = spec_from_dict({"name": "x", "roles": {"worker": {"command": "true"}}})
     with pytest.raises(Exception):
         spec.name = "y"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("grace", [0, 0.5, 30, 3600])
 def test_the_stop_grace_is_any_number_of_seconds_and_round_trips(grace):
-    spec = JobSpec.from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
+    spec = spec_from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
                               "roles": {"worker": {"command": "true"}}})
     assert spec.timeouts.stop_grace_seconds == grace
-    assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert spec_from_dict(spec.to_dict()) == spec
 
 
 @pytest.mark.parametrize("grace", [-1, 3601, "3s", True, [3], float("nan")])
 def test_a_bad_stop_grace_is_refused_naming_the_field(grace):
     with pytest.raises(SpecError) as err:
-        JobSpec.from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
+        spec_from_dict({"name": "x", "timeouts": {"stop_grace_seconds": grace},
                            "roles": {"worker": {"command": "true"}}})
     assert "timeouts.stop_grace_seconds: expected a number of seconds from 0 to 3600" in str(err.value)
 
 
 @pytest.mark.parametrize("lost", [1, 2.5, 30, 600])
 def test_the_heartbeat_silence_before_an_executor_is_lost_is_a_setting_and_round_trips(lost):
-    spec = JobSpec.from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
+    spec = spec_from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
                               "roles": {"worker": {"command": "true"}}})
     assert spec.timeouts.lost_after_seconds == lost
-    assert JobSpec.from_dict(spec.to_dict()) == spec
-    assert JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}}).timeouts.lost_after_seconds == 6
+    assert spec_from_dict(spec.to_dict()) == spec
+    assert spec_from_dict({"name": "x", "roles": {"worker": {"command": "true"}}}).timeouts.lost_after_seconds == 6
 
 
 @pytest.mark.parametrize("lost", [0, 0.5, -3, 601, "6s", True, float("nan")])
 def test_a_bad_heartbeat_silence_is_refused_naming_the_field(lost):
     with pytest.raises(SpecError) as err:
-        JobSpec.from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
+        spec_from_dict({"name": "x", "timeouts": {"lost_after_seconds": lost},
                            "roles": {"worker": {"command": "true"}}})
     assert "timeouts.lost_after_seconds: expected a number of seconds from 1 to 600" in str(err.value)
 
@@ -352,11 +353,11 @@ def test_a_bad_heartbeat_silence_is_refused_naming_the_field(lost):
 def test_the_environment_cache_dir_must_be_absolute_and_go_with_an_archive(tmp_path):
     archive = tmp_path / "env.tar.gz"
     archive.write_bytes(b"")
-    ok = JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}},
+    ok = spec_from_dict({"name": "x", "roles": {"worker": {"command": "true"}},
                             "environment": {"archive": str(archive), "cache_dir": "/data/envs"}})
-    assert ok.environment.cache_dir == "/data/envs" and JobSpec.from_dict(ok.to_dict()) == ok
+    assert ok.environment.cache_dir == "/data/envs" and spec_from_dict(ok.to_dict()) == ok
     for env, message in (({"archive": str(archive), "cache_dir": "envs"}, "expected an absolute path"),
                          ({"cache_dir": "/data/envs"}, "only used with environment.archive")):
         with pytest.raises(SpecError) as err:
-            JobSpec.from_dict({"name": "x", "roles": {"worker": {"command": "true"}}, "environment": env})
+            spec_from_dict({"name": "x", "roles": {"worker": {"command": "true"}}, "environment": env})
         assert f"environment.cache_dir: {message}" in str(err.value)

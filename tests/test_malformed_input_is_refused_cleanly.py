@@ -25,6 +25,7 @@ from conftest import cli
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -223,12 +224,12 @@ def assert_survives_submission(job: Path, backend: str) -> None:
     request, every task gets its environment, and the plan prints as JSON."""
     from submarine_py.backends.local import LocalBackend
     from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
-    from submarine_py.jobfile import JobSpec, load_job
+    from submarine_py.jobfile import load_job
     from submarine_py.output import to_json
     from submarine_py.plan import make_plan
 
     spec = load_job(str(job))
-    again = JobSpec.from_dict(spec.to_dict(), check_files=False)
+    again = spec_from_dict(spec.to_dict(), check_files=False)
     assert again == spec, (spec.to_dict(), again.to_dict())
     plan = make_plan(again)
     cluster = plan.placeholder_cluster()
@@ -514,9 +515,8 @@ def test_tags_are_checked_one_by_one(tags, expected):
 
 
 def test_tags_are_kept_lower_case_as_yarn_does():
-    from submarine_py.jobfile import JobSpec
 
-    assert JobSpec.from_dict(_doc(tags=["Nightly", "team-A", 2026])).tags == ("nightly", "team-a", "2026")
+    assert spec_from_dict(_doc(tags=["Nightly", "team-A", 2026])).tags == ("nightly", "team-a", "2026")
 
 
 @pytest.mark.parametrize("queue", ["my queue", " default", "a..b", ".a", "a.", "", "q\tx", "a,b"])

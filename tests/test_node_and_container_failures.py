@@ -17,8 +17,8 @@ from submarine_py.am.master import ApplicationMaster
 from submarine_py.am.records import Executor
 from submarine_py.am.recovery import MAX_FAILED_LAUNCHES
 from submarine_py.am.containers import Ended
-from submarine_py.jobfile import JobSpec
 from test_gang_scheduling_and_restart_policies import WORKERS, FakeContainers, tasks_by_id
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ class Freezing(FakeContainers):
 
 
 def am_for(spec: dict, driver) -> ApplicationMaster:
-    am = ApplicationMaster(make_plan(JobSpec.from_dict(dict({"name": "t"}, **spec))), "local_test", driver)
+    am = ApplicationMaster(make_plan(spec_from_dict(dict({"name": "t"}, **spec))), "local_test", driver)
     am.supervision.lost_after_seconds = 0.3
     driver.am = am
     return am
@@ -115,7 +115,7 @@ def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
 
 def test_the_jobs_lost_after_seconds_sets_the_silence_and_the_heartbeat_executors_are_told():
     for lost, heartbeat in ((6, 2.0), (30, 2.0), (1.5, 0.5)):
-        plan = make_plan(JobSpec.from_dict(dict({"name": "t", "timeouts": {"lost_after_seconds": lost}}, **WORKERS)))
+        plan = make_plan(spec_from_dict(dict({"name": "t", "timeouts": {"lost_after_seconds": lost}}, **WORKERS)))
         am = ApplicationMaster(plan, "local_test", FakeContainers(lambda role, index, attempt: 0))
         assert (am.supervision.lost_after_seconds, am.gang.heartbeat_seconds) == (lost, heartbeat)
         reply = am.on_register({"executor": "e0", "role": "worker", "index": 0, "host": "h", "port": 1})
@@ -167,7 +167,7 @@ class Prelaunched(FakeContainers):
 
 
 def prelaunched_am(spec: dict, fail, outcome=lambda role, index, attempt: 0):
-    plan = make_plan(JobSpec.from_dict(dict({"name": "t"}, **spec)))
+    plan = make_plan(spec_from_dict(dict({"name": "t"}, **spec)))
     driver = Prelaunched(outcome, plan.tasks, fail)
     am = ApplicationMaster(plan, "application_1_1", driver)
     driver.am = am

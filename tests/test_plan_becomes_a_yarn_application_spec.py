@@ -10,7 +10,7 @@ from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_
                                                   YarnOptions, build_application_spec)
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 skein = pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
 pytestmark = pytest.mark.unit
@@ -30,7 +30,7 @@ def build(tmp_path, **job):
         "files": {"train.py": "train.py"},
     }
     data.update(job)
-    plan = make_plan(JobSpec.from_dict(data, base_dir=str(tmp_path)))
+    plan = make_plan(spec_from_dict(data, base_dir=str(tmp_path)))
     opts = YarnOptions(job_file=str(tmp_path / "job.json"), token_file=str(tmp_path / "token"), rm_url="http://rm:8088",
                        node_hosts=["node1", "node2"], python="/opt/py/bin/python3")
     return build_application_spec(plan, opts)
@@ -103,7 +103,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
 
     opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088",
                        executor_bundle=str(tmp_path / EXECUTOR_FILE))
-    plan = make_plan(JobSpec.from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
+    plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
     worker = build_application_spec(plan, opts).services["worker"]
     assert [name for name in worker.files if name.startswith("subm_") and name.endswith(".py")] == [EXECUTOR_FILE]
     assert worker.files[EXECUTOR_FILE].source.replace("file://", "") == str(tmp_path / EXECUTOR_FILE)
@@ -168,7 +168,7 @@ def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):
     archive = tmp_path / "env.zip"
     archive.write_bytes(b"")
     (tmp_path / "train.py").write_text("")
-    plan = make_plan(JobSpec.from_dict({"name": "j", "roles": {"worker": {"command": "true"}},
+    plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}},
                                         "environment": {"archive": str(archive)}}))
     opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088", archive_sha256="ab" * 32)
     worker = build_application_spec(plan, opts).services["worker"]

@@ -4,13 +4,13 @@ import json
 import pytest
 
 from submarine_py.plan import make_plan
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
 
 def plan_of(spec):
-    return make_plan(JobSpec.from_dict(spec))
+    return make_plan(spec_from_dict(spec))
 
 
 PYTORCH = {"name": "ddp", "framework": "pytorch", "roles": {

@@ -4,11 +4,11 @@ import json
 import pytest
 
 from submarine_py.backends.local.backend import LocalBackend
-from submarine_py.jobfile import JobSpec
 from submarine_py.output import format_report, public_report
 from submarine_py.plan import make_plan
 from submarine_py.report import Event, JobReport, TaskReport, Timings
 from submarine_py.states import JobState, Phase, RestartPolicy, TaskState
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -85,14 +85,14 @@ def test_states_are_their_names_in_text_and_json():
 
 
 def test_the_restart_section_reads_as_the_policy_enum():
-    spec = JobSpec.from_dict({"name": "t", "restart": {"policy": "task", "max_restarts": 2},
+    spec = spec_from_dict({"name": "t", "restart": {"policy": "task", "max_restarts": 2},
                               "roles": {"worker": {"command": "x"}}})
     assert spec.restart.policy is RestartPolicy.TASK
     assert spec.to_dict()["restart"] == {"policy": "task", "max_restarts": 2}
 
 
 def test_the_local_request_is_what_dry_run_prints_and_submit_runs(tmp_path):
-    plan = make_plan(JobSpec.from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
+    plan = make_plan(spec_from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
     request = LocalBackend(home=str(tmp_path)).request(plan)
     assert request.job_dir == str(tmp_path / "local" / request.app_id)
     assert request.am_argv[1:] == ("-m", "submarine_py.backends.local.am_main", request.job_dir)

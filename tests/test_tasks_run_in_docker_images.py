@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, run_json, start_subm, subm, wait_for, write_job
 from submarine_py.backends.local import docker as local_docker
 from submarine_py.plan import make_plan
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 IMAGE = "localhost/subm-test:bookworm"
 
@@ -167,7 +167,7 @@ def test_interrupting_subm_run_leaves_no_container(image, tmp_path, subm_home, n
 
 @pytest.mark.unit
 def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env():
-    spec = JobSpec.from_dict({
+    spec = spec_from_dict({
         "name": "j", "docker": {"image": "registry.example.com/team/train:1.0", "mounts": ["/data:/data"]},
         "roles": {"worker": {"command": "python3 t.py", "resources": {"gpus": 1, "memory": "1 GiB", "vcores": 2}}},
     })

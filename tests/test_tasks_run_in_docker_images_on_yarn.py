@@ -14,7 +14,7 @@ import requests
 from conftest import YARN_CONF_DIR, run_json, write_job
 from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec, docker_env
 from submarine_py.plan import make_plan
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
 
@@ -31,7 +31,7 @@ SPEC = {
 
 @pytest.mark.unit
 def test_every_role_with_an_image_gets_the_docker_runtime_variables():
-    plan = make_plan(JobSpec.from_dict(SPEC))
+    plan = make_plan(spec_from_dict(SPEC))
     worker = docker_env(plan.task("worker", 0))
     assert worker == {
         "YARN_CONTAINER_RUNTIME_TYPE": "docker",
@@ -47,7 +47,7 @@ def test_every_role_with_an_image_gets_the_docker_runtime_variables():
 
 @pytest.mark.unit
 def test_the_skein_spec_runs_the_executor_with_the_images_python():
-    plan = make_plan(JobSpec.from_dict(SPEC))
+    plan = make_plan(spec_from_dict(SPEC))
     spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token_file="/tmp/token", rm_url="http://rm:8088"))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"

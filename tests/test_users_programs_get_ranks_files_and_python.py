@@ -18,7 +18,7 @@ from submarine_py.frameworks import get_framework
 from submarine_py.interpreters import shell_setup, write_wrappers
 from submarine_py.plan import make_plan
 from submarine_py.executor.main import lay_out_files
-from submarine_py.jobfile import JobSpec
+from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +28,7 @@ ONE_HOST = {"worker": ["h:1", "h:2", "h:3"]}
 def spec(tmp_path, **fields):
     data = {"name": "j", "roles": {"worker": {"command": "python main.py"}}}
     data.update(fields)
-    return JobSpec.from_dict(data, base_dir=str(tmp_path))
+    return spec_from_dict(data, base_dir=str(tmp_path))
 
 
 def problems(tmp_path, **fields):
@@ -126,7 +126,7 @@ def test_shared_dir_must_be_an_absolute_path(tmp_path, value):
 def test_shared_dir_round_trips(tmp_path):
     s = spec(tmp_path, shared_dir="/mnt/nfs/jobs/")
     assert s.shared_dir == "/mnt/nfs/jobs"
-    assert JobSpec.from_dict(s.to_dict()).shared_dir == "/mnt/nfs/jobs"
+    assert spec_from_dict(s.to_dict()).shared_dir == "/mnt/nfs/jobs"
 
 
 def test_local_docker_tasks_mount_the_shared_dir(tmp_path):

@@ -12,11 +12,11 @@ import signal
 import sys
 from typing import Any, Callable, Dict, Optional
 
-from ..jobfile.model import JobSpec
 from ..plan import Plan, make_plan
 from ..report import JobReport
 from .master import ApplicationMaster
 from .server import serve
+from ..jobfile.validate import spec_from_dict
 
 
 #: How the diagnostics of a job whose AM was signalled begin (YARN's own, when it killed the
@@ -37,7 +37,7 @@ def load_job_file(path: str) -> Dict[str, Any]:
 
 def plan_of(meta: Dict[str, Any], check_files: bool = True) -> Plan:
     """The plan of a job file's validated spec (its file sources are already absolute)."""
-    return make_plan(JobSpec.from_dict(meta["spec"], check_files=check_files))
+    return make_plan(spec_from_dict(meta["spec"], check_files=check_files))
 
 
 def run_am(am: ApplicationMaster, bind_host: str, advertise_host: str,

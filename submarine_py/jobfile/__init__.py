@@ -3,8 +3,9 @@ from .loader import load_job, parse_set_options, render_template
 from .model import (
     DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
 )
+from .validate import spec_from_dict
 
 __all__ = [
     "DockerSpec", "EnvironmentSpec", "JobSpec", "Resources", "RestartSpec", "RoleSpec",
-    "Timeouts", "load_job", "parse_set_options", "render_template",
+    "Timeouts", "load_job", "parse_set_options", "render_template", "spec_from_dict",
 ]

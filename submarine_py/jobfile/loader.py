@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 import jinja2
 import jinja2.meta
@@ -13,9 +13,9 @@ import yaml
 
 from ..errors import SpecError
 from ..templating import split_set_options
+from .model import JobSpec
+from .validate import Rules, spec_from_dict
 
-if TYPE_CHECKING:
-    from .validate import Rules
 
 #: A job file larger than this is refused before rendering.
 MAX_FILE_BYTES = 1 << 20
@@ -287,11 +287,9 @@ def load_yaml(text: str, name: str = "job.yaml", placeholders: Sequence[str] = (
         raise SpecError([("", f"{name} nests too deeply")]) from None
 
 
-def load_job(path: str, variables: Optional[Mapping[str, Any]] = None, rules: Optional["Rules"] = None):
+def load_job(path: str, variables: Optional[Mapping[str, Any]] = None, rules: Optional[Rules] = None) -> JobSpec:
     """Read, render and validate a job file; returns a :class:`JobSpec`. ``rules``: a backend's
-    own (``Backend.check``), reported with the job file's problems (see ``JobSpec.from_dict``)."""
-    from .model import JobSpec
-
+    own (``Backend.check``), reported with the job file's problems (see ``spec_from_dict``)."""
     text = read_job_file(path)
     name = os.path.basename(path)
     placeholders: List[str] = []
@@ -299,7 +297,7 @@ def load_job(path: str, variables: Optional[Mapping[str, Any]] = None, rules: Op
     data = load_yaml(rendered, name=name, placeholders=placeholders)
     if data is None:
         raise SpecError([("", f"the job file must be a YAML mapping, got None: {path} is empty")])
-    return JobSpec.from_dict(data, base_dir=os.path.dirname(os.path.abspath(path)), rules=rules)
+    return spec_from_dict(data, base_dir=os.path.dirname(os.path.abspath(path)), rules=rules)
 
 
 def read_job_file(path: str) -> str:

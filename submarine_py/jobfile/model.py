@@ -1,21 +1,17 @@
 """Typed, frozen job-spec dataclasses.
 
-``JobSpec.from_dict`` validates a dict (``validate.py`` collects every problem with its
+``validate.spec_from_dict`` validates a dict (``validate.py`` collects every problem with its
 path, ``roles.worker.resources.gpus: ...``, and raises one :class:`SpecError`);
-``JobSpec.to_dict`` gives a dict that ``from_dict`` reads back unchanged. The field-level
+``JobSpec.to_dict`` gives a dict that ``spec_from_dict`` reads back unchanged. The field-level
 rules and limits live in ``fields.py``.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..states import RestartPolicy
 from ..units import format_memory
-
-if TYPE_CHECKING:
-    from .validate import Rules
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
@@ -164,18 +160,4 @@ class JobSpec:
         if self.shared_dir:
             d["shared_dir"] = self.shared_dir
         return d
-
-    @classmethod
-    def from_dict(cls, data: Any, base_dir: Optional[str] = None, check_files: bool = True,
-                  rules: Optional["Rules"] = None) -> "JobSpec":
-        """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``.
-
-        ``check_files=False`` skips checking that local sources exist (the AM on a
-        cluster node reads a spec whose files were checked where it was submitted).
-        ``rules``: more rules the spec must pass (the chosen backend's ``check``); their
-        problems are reported with the job file's own, in one :class:`SpecError`.
-        """
-        from .validate import Builder  # it builds these classes: imported here, not at the top
-
-        return Builder(base_dir or os.getcwd(), check_files, rules).job(data)
 

@@ -1,7 +1,7 @@
 """The validating walk over a job file's dict: builds the spec's dataclasses and collects every
 problem with its path (``roles.worker.resources.gpus: ...``), raised as one :class:`SpecError`.
 
-Used through ``JobSpec.from_dict``; the rules for single fields are in ``fields.py``. These are
+Used through :func:`spec_from_dict`; the rules for single fields are in ``fields.py``. These are
 the rules of every backend; a backend's own (``Backend.check``) come in as ``rules`` and are
 reported with them, in the same error.
 """
@@ -385,3 +385,14 @@ class Builder(ProblemCollector):
                 out.append(tag)
         return tuple(out)
 
+
+def spec_from_dict(data: Any, base_dir: Optional[str] = None, check_files: bool = True,
+                   rules: Optional[Rules] = None) -> JobSpec:
+    """Validate ``data`` and build a spec; relative file sources resolve against ``base_dir``.
+
+    ``check_files=False`` skips checking that local sources exist (the AM on a
+    cluster node reads a spec whose files were checked where it was submitted).
+    ``rules``: more rules the spec must pass (the chosen backend's ``check``); their
+    problems are reported with the job file's own, in one :class:`SpecError`.
+    """
+    return Builder(base_dir or os.getcwd(), check_files, rules).job(data)
