@@ -28,6 +28,9 @@ class TaskPlan:
     env: Mapping[str, str] = field(default_factory=dict)
     docker: Optional[DockerSpec] = None
     node_label: Optional[str] = None
+    #: Processes the executor starts for this task (torchrun's nproc_per_node): one task is
+    #: one node in torchrun's terms, each process with its LOCAL_RANK.
+    processes: int = 1
 
     @property
     def id(self) -> str:
@@ -94,6 +97,12 @@ class Plan:
         if shared_dir:
             env["SUBM_SHARED_DIR"] = shared_dir
         return env
+
+    def process_envs(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
+                     attempt: int, shared_dir: Optional[str] = None) -> List[Dict[str, str]]:
+        """The environment of each of the task's processes (``task.processes`` of them), in
+        local-rank order: what the executor starts them with."""
+        return [self.task_env(task, cluster, job_id, attempt, shared_dir)]
 
     def preview_envs(self, one_host: bool, shared_dir: Optional[str]) -> Dict[str, Dict[str, str]]:
         """Each task's environment as ``subm validate`` shows it: addresses as placeholders, and

@@ -110,12 +110,12 @@ class Gang:
             ex = job.live_executor(ts)
             if ex is None:
                 continue
-            env = plan.task_env(ts.plan, job.cluster, job.job_id, ts.attempt, self.shared_dir)
+            envs = plan.process_envs(ts.plan, job.cluster, job.job_id, ts.attempt, self.shared_dir)
             header = (f"[subm] job={job.job_id} role={ts.plan.role} index={ts.plan.index} "
                       f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")
             ts.state = TaskState.RUNNING
-            job.send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=env,
+            job.send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=envs[0],
                      hold_port=hold, header=header, gpus=ts.plan.resources.gpus,
                      gpu_sample_seconds=self.gpu_sample_seconds)
 
