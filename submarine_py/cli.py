@@ -16,8 +16,8 @@ import click
 from . import __version__
 from .backends import registry
 from .errors import JobNotFoundError, SpecError, SubmarineError
-from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
-                     public_report, to_json)
+from .output import (format_events, format_list, format_plan, format_progress, format_report, plan_json,
+                     public_list, public_report, to_json)
 from .report import JobReport
 from .states import JobState
 
@@ -100,12 +100,9 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
     name = registry.choose_backend(backend)
     be = registry.get_backend(name)
     plan = _load(job_file, sets, be)
-    envs = plan.preview_envs(one_host=be.one_host, shared_dir=be.shared_dir(plan, "<app_id>"))
+    envs = plan.preview_envs(shared_dir=be.shared_dir(plan, "<app_id>"))
     if output == "json":
-        d = plan.to_dict()
-        for t in d["tasks"]:
-            t["env"] = envs[t["id"]]
-        click.echo(to_json(d))
+        click.echo(to_json(plan_json(plan, envs)))
     else:
         click.echo(format_plan(plan, envs))
         click.echo(f"OK: the job is valid. Backend: {name}{registry.why_chosen(name, named=bool(backend))}", err=True)

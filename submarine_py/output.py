@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from .plan import Plan
 from .report import Event, JobReport
@@ -169,7 +169,29 @@ def format_progress(report: JobReport, elapsed: float) -> str:
     return line
 
 
-def format_plan(plan: Plan, envs: Dict[str, Dict[str, str]]) -> str:
+def split_process_envs(envs: Sequence[Dict[str, str]]) -> Tuple[Dict[str, str], List[Dict[str, str]]]:
+    """A task's processes' environments as (what every process gets, what each process gets
+    of its own, in local-rank order): one process has everything in the first."""
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    if len(envs) == 1:
+        return common, []
+    return common, [{k: v for k, v in e.items() if k not in common} for e in envs]
+
+
+def plan_json(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> Dict[str, Any]:
+    """``subm validate --output json``: the plan, each task with ``env`` (what all its processes
+    get) and, for a task of several processes, ``process_env`` (what each gets of its own,
+    ``LOCAL_RANK``, ``RANK`` ..., in local-rank order)."""
+    d = plan.to_dict()
+    for t in d["tasks"]:
+        common, own = split_process_envs(envs[t["id"]])
+        t["env"] = common
+        if own:
+            t["process_env"] = own
+    return d
+
+
+def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
     job = plan.job
     r = job.restart
     lines = [f"Job {job.name}: framework {job.framework}, queue {job.queue}, restart {r.policy} "
@@ -182,9 +204,13 @@ def format_plan(plan: Plan, envs: Dict[str, Dict[str, str]]) -> str:
         lines.append(f"{t.id}  {'tracked' if t.tracked else 'untracked'}  {format_memory(res.memory_mb)}, "
                      f"{res.vcores} vcore{'s' if res.vcores != 1 else ''}, {res.gpus} GPU"
                      f"{'s' if res.gpus != 1 else ''}"
+                     + (f", {t.processes} processes" if t.processes != 1 else "")
                      + (f", image {t.docker.image}" if t.docker else "")
                      + (f", node label {t.node_label}" if t.node_label else ""))
         lines.append(f"    command: {t.command}")
-        for k, v in sorted(envs[t.id].items()):
+        common, own = split_process_envs(envs[t.id])
+        for k, v in sorted(common.items()):
             lines.append(f"    {k}={v}")
+        for local_rank, env in enumerate(own):
+            lines.append(f"    process {local_rank}: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
     return "\n".join(lines)

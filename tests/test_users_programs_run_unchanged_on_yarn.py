@@ -89,12 +89,9 @@ def test_a_multi_file_program_runs_from_the_users_venv_on_yarn(tmp_path, user_ve
         assert r["conf"] == {"lr": 0.1, "epochs": 3} and not r["script_is_link"]  # shipped folder, real files
         assert r["shared"] == str(shared_root / app_id)
         assert r["seen"] == ["hello-worker-0", "hello-worker-1", "hello-worker-2"]
-    if gpus:  # each task sees only its own GPUs: torch.cuda.set_device(LOCAL_RANK) must name one
-        assert {(r["local_rank"], r["local_world_size"]) for r in found} == {("0", "1")}
-    else:  # without GPUs: the place among the tasks YARN put on the same node
-        for r in found:
-            same = sorted(int(x["local_rank"]) for x in found if x["host"] == r["host"])
-            assert same == list(range(len(same))) and r["local_world_size"] == str(len(same))
+    # One task is one node, with or without GPUs, whichever node YARN chose (before issue 19,
+    # GPU-less tasks counted the tasks YARN put on their node).
+    assert {(r["local_rank"], r["local_world_size"]) for r in found} == {("0", "1")}
 
 
 def test_validate_and_dry_run_of_nested_destinations_on_yarn(tmp_path):
@@ -108,7 +105,7 @@ def test_validate_and_dry_run_of_nested_destinations_on_yarn(tmp_path):
     assert rc == 0, err
     env = json.loads(out)["tasks"][0]["env"]
     assert env["SUBM_SHARED_DIR"] == "/mnt/nfs/jobs/<app_id>"
-    assert env["LOCAL_RANK"] == "<by placement>"  # YARN decides which tasks share a node
+    assert env["LOCAL_RANK"] == "0"  # known before placement: one task is one node
 
 
 def test_a_relative_shared_dir_is_refused_before_submission(tmp_path):

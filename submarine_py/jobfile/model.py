@@ -8,7 +8,7 @@ rules and limits live in ``fields.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..states import RestartPolicy
 from ..units import format_memory
@@ -16,7 +16,9 @@ from ..units import format_memory
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
 #: A role's fields in the job file, in the order ``RoleSpec.to_dict`` writes them.
-ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label", "tracked")
+ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker", "node_label", "tracked")
+#: ``processes: gpus``: one process per GPU of the role's tasks.
+PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
               "environment", "tags", "shared_dir")
@@ -106,10 +108,19 @@ class RoleSpec:
     node_label: Optional[str] = None
     #: None: the framework decides (e.g. TensorFlow ``ps`` is untracked).
     tracked: Optional[bool] = None
+    #: Processes each task starts, as the job file gives it: a number, or ``PER_GPU`` (one per
+    #: GPU of ``resources.gpus``). ``process_count`` is the number.
+    processes: Union[int, str] = 1
+
+    @property
+    def process_count(self) -> int:
+        """How many processes each of the role's tasks starts (torchrun's ``nproc_per_node``)."""
+        return self.resources.gpus if self.processes == PER_GPU else int(self.processes)
 
     def to_dict(self) -> Dict[str, Any]:
         values: Dict[str, Any] = {
             "instances": self.instances,
+            "processes": None if self.processes == 1 else self.processes,
             "resources": self.resources.to_dict(),
             "command": self.command,
             "env": dict(self.env),

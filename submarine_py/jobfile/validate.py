@@ -11,20 +11,20 @@ import difflib
 import os
 import re
 import shlex
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import ProblemCollector, SpecError
 from ..states import RestartPolicy
 from ..units import parse_memory
 from .fields import (
     ENV_NAME, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_LOST_AFTER_SECONDS,
-    MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
+    MAX_PROCESSES, MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
     exec_limit_problems, join_path, mount_problem, show,
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, RESTART_POLICIES, ROLE_FIELDS,
-    DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
+    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, PER_GPU, RESTART_POLICIES,
+    ROLE_FIELDS, DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
 )
 
 #: More rules a spec must pass (a backend's ``check``): its problems, as ``(path, message)``.
@@ -191,6 +191,7 @@ class Builder(ProblemCollector):
         self.mapping(raw, path, ROLE_FIELDS)
         instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1, maximum=MAX_INSTANCES)
         resources = self.resources(raw.get("resources"), f"{path}.resources")
+        processes = self.processes(raw.get("processes"), f"{path}.processes", resources)
         command = raw.get("command")
         if isinstance(command, list) and command and all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command):
             command = shlex.join(str(c) for c in command)
@@ -205,7 +206,27 @@ class Builder(ProblemCollector):
             self.fail(f"{path}.tracked", f"expected true or false, got {show(tracked)}")
             tracked = None
         return RoleSpec(name=name, command=command, instances=instances, resources=resources,
-                        env=env, docker=docker, node_label=node_label or None, tracked=tracked)
+                        env=env, docker=docker, node_label=node_label or None, tracked=tracked,
+                        processes=processes)
+
+    def processes(self, value: Any, path: str, resources: Resources) -> Union[int, str]:
+        """``processes``: a whole number from 1 to MAX_PROCESSES, or ``gpus`` (one process per
+        GPU of ``resources.gpus``, which must then be at least 1). Which frameworks and roles
+        take more than one is the framework's ``check``."""
+        if value is None:
+            return 1
+        if value == PER_GPU:
+            gpus_path = f"{path.rsplit('.', 1)[0]}.resources.gpus"
+            if resources.gpus < 1 and not any(p == gpus_path for p, _ in self.problems):
+                self.fail(path, f"'{PER_GPU}' starts one process per GPU of the task, but {gpus_path} "
+                                f"is {resources.gpus}; ask for GPUs or give a number of processes")
+                return 1
+            return PER_GPU
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROCESSES:
+            self.fail(path, f"expected a whole number from 1 to {MAX_PROCESSES}, or '{PER_GPU}' "
+                            f"(one process per GPU), got {show(value)}")
+            return 1
+        return value
 
     def resources(self, value: Any, path: str) -> Resources:
         d = self.mapping(value, path, ("memory", "vcores", "gpus"))
