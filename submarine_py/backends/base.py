@@ -47,8 +47,6 @@ class Backend:
     #: cluster what the backend's status costs (on YARN, a request through the RM's web proxy
     #: and skein's, and the AM's whole report).
     starting_poll_seconds = 0.25
-    #: Whether every task runs on one host (so local ranks are known before placement).
-    one_host = False
 
     def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
         """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""

@@ -80,7 +80,6 @@ class LocalRequest:
 class LocalBackend(Backend):
     name = "local"
     poll_seconds = 0.1
-    one_host = True
 
     def __init__(self, home: Optional[str] = None):
         self.root = os.path.join(home or subm_home(), "local")
