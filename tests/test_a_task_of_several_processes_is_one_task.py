@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import processes_of, run_json, wait_for, write_job
+from conftest import processes_of, run_json, subm, wait_for, write_job
 from submarine_py.jobfile import spec_from_dict
 from several_processes import (InProcessJob, job_file_has_processes, pids_with, plan_with_processes,
                                stand_in_for_process_envs, tasks_by_id)
@@ -355,6 +355,8 @@ def test_a_job_file_whose_local_rank_fails_once_restarts_and_names_it(tmp_path, 
     rc, report, _ = run_json("run", str(job), "--backend", "local")
     no_leftovers.append(report["app_id"])
     assert rc == 0 and report["state"] == "SUCCEEDED" and report["attempts"] == 2, report["diagnostics"]
-    events = [e["message"] for e in report["events"]]
-    assert any(e.startswith("worker:0 (local rank 1) failed with exit code 1 (attempt 1)") for e in events), events
+    rc, am_log, err = subm("logs", report["app_id"])
+    assert rc == 0, err
+    assert "worker:0 (local rank 1) failed with exit code 1 (attempt 1)" in am_log, am_log
+    assert "last stderr line: ValueError: loss is nan in local rank 1" in am_log
     assert time.monotonic() - started < 60
