@@ -418,7 +418,7 @@ class Executor:
         self.task = None
         if task.reported:
             return
-        code = task.code()
+        code = task.task_exit_code()
         if self.stopping and self.killed:
             code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
         self.report_exit(self.task_attempt, code, self.stopping)

@@ -119,7 +119,6 @@ class TaskProcesses:
     """
 
     def __init__(self, command, envs, cwd, subprocess, proctree, tail_bytes):
-        self.subprocess = subprocess
         self.proctree = proctree
         self.processes = []
         #: ``(local rank, exit code)`` of the first process that exited non-zero, or None.
@@ -167,7 +166,7 @@ class TaskProcesses:
                     self.failure = (p.local_rank, p.code)
         return not self.running()
 
-    def code(self):
+    def task_exit_code(self):
         """The task's exit code once every process has exited: the first failure's, else 0."""
         return self.failure[1] if self.failure else 0
 
