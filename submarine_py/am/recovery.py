@@ -46,10 +46,12 @@ class Recovery:
         self.save_state = save_state
 
     # -- a task failed ----------------------------------------------------------------------
-    def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", "")) -> None:
+    def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", ""),
+                    local_rank: Optional[int] = None) -> None:
         """``ts`` failed with ``code`` (``why``: said instead of "exit code N"); ``stderr``:
-        where its stderr is, and its last lines."""
+        where its stderr is, and its last lines; ``local_rank``: which of its processes failed."""
         job = self.job
+        who = ts.plan.id if local_rank is None else f"{ts.plan.id} (local rank {local_rank})"
         ts.exit_code = code
         ts.state = TaskState.FAILED
         stderr_log, tail = stderr
@@ -58,11 +60,11 @@ class Recovery:
         where = f"; its stderr: {stderr_log}" if stderr_log else f"; log: {ts.log}" if ts.log else ""
         reason = why or f"exit code {code}"
         last = f"; last stderr line: {tail.splitlines()[-1].strip()}" if tail else ""
-        job.decide("%s failed with %s (attempt %d)%s%s", ts.plan.id, reason, shown(ts.attempt), where, last,
+        job.decide("%s failed with %s (attempt %d)%s%s", who, reason, shown(ts.attempt), where, last,
                    level=logging.WARNING)
         if tail:
             log.warning("last lines of %s's stderr (attempt %d):\n%s", ts.plan.id, shown(ts.attempt), tail)
-        failure = f"{ts.plan.id} failed with {reason} (attempt {shown(ts.attempt)}){where}"
+        failure = f"{who} failed with {reason} (attempt {shown(ts.attempt)}){where}"
         decision = self.restarts.after_task_failure(job.gang_restarts, ts.restarts)
         if decision.remedy == Remedy.RESTART_GANG:
             job.gang_restarts += 1

@@ -70,6 +70,7 @@ class Supervision:
             ex = self.job.executors.get(str(body["executor"]))
             if ex:
                 ex.info["child_pid"] = body.get("pid")
+                ex.info["child_pids"] = body.get("pids") or [body.get("pid")]
 
     def on_exit(self, body: Dict[str, Any]) -> None:
         """The task's command exited (``POST /v1/exit``)."""
@@ -94,8 +95,10 @@ class Supervision:
             where = self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or "")
             if code == 0 and not stopped:
                 self.task_succeeded(ts)
-            else:
-                self.recovery.task_failed(ts, code, stderr=(where, tail or ""))
+            else:  # of a task of several processes: the one that failed first (the others were stopped)
+                rank = body.get("local_rank")
+                self.recovery.task_failed(ts, code, stderr=(where, tail or ""),
+                                          local_rank=rank if isinstance(rank, int) else None)
 
     def on_gpu(self, body: Dict[str, Any]) -> None:
         """GPU samples of an executor's task (utilization %, memory used)."""
