@@ -1,13 +1,9 @@
 """Running a job whose tasks have several processes each, for the tests of that behaviour.
 
-Two ways: :func:`run_in_process` drives a real ApplicationMaster in this process, with the local
+:class:`InProcessJob` drives a real ApplicationMaster in this process, with the local
 backend's real executors (processes, or Docker containers), on a plan whose tasks are given
-``processes`` here; :func:`job_file_has_processes` says whether job files can say it themselves
-(the role field ``processes``), which the end-to-end tests through ``subm run`` need.
-
-Where :meth:`Plan.process_envs` gives fewer environments than a task has processes (before
-torchrun's variables per process are planned), :func:`torchrun_like_envs` stands in for it: the
-task's environment once per local rank, with torchrun's rank variables.
+``processes`` here (:func:`plan_with_processes`); the end-to-end tests go through ``subm run``
+with the role field ``processes``.
 """
 from __future__ import annotations
 
@@ -22,44 +18,8 @@ from submarine_py.am.master import ApplicationMaster
 from submarine_py.am.server import serve
 from submarine_py.backends.local.containers import LocalContainers
 from submarine_py.jobfile import spec_from_dict
-from submarine_py.plan import Plan, TaskPlan, make_plan
+from submarine_py.plan import Plan, make_plan
 from submarine_py.report import JobReport
-
-
-def job_file_has_processes() -> bool:
-    """Whether a job file's role may say ``processes`` (and its tasks get that many)."""
-    try:
-        plan = make_plan(spec_from_dict({"name": "p", "roles": {"worker": {"command": "true", "processes": 2}}}))
-    except Exception:
-        return False
-    return plan.tasks[0].processes == 2
-
-
-def torchrun_like_envs(plan: Plan, task: TaskPlan, envs: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """``envs`` as they are when they hold one per process; else the one task environment
-    repeated per local rank with what torchrun gives its workers: ``RANK``, ``LOCAL_RANK``,
-    ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` (every task has ``task.processes``)."""
-    if len(envs) == task.processes:
-        return envs
-    base, n = envs[0], task.processes
-    out = []
-    for local in range(n):
-        env = dict(base, LOCAL_RANK=str(local), LOCAL_WORLD_SIZE=str(n))
-        if "RANK" in base:
-            env.update(RANK=str(int(base["RANK"]) * n + local), WORLD_SIZE=str(int(base["WORLD_SIZE"]) * n),
-                       GROUP_RANK=base["RANK"])
-        out.append(env)
-    return out
-
-
-def stand_in_for_process_envs(monkeypatch: Any) -> None:
-    """Make :meth:`Plan.process_envs` give one environment per process (in this process)."""
-    planned = Plan.process_envs
-
-    def process_envs(self: Plan, task: TaskPlan, *args: Any, **kw: Any) -> List[Dict[str, str]]:
-        return torchrun_like_envs(self, task, planned(self, task, *args, **kw))
-
-    monkeypatch.setattr(Plan, "process_envs", process_envs)
 
 
 def plan_with_processes(spec: Dict[str, Any], processes: int, tmp_path: Path) -> Plan:

@@ -20,8 +20,7 @@ import pytest
 
 from conftest import processes_of, run_json, subm, wait_for, write_job
 from submarine_py.jobfile import spec_from_dict
-from several_processes import (InProcessJob, job_file_has_processes, pids_with, plan_with_processes,
-                               stand_in_for_process_envs, tasks_by_id)
+from several_processes import InProcessJob, pids_with, plan_with_processes, tasks_by_id
 
 #: Each process prints its environment and takes part in one all_reduce over gloo (world 4).
 ALL_REDUCE = """\
@@ -80,7 +79,6 @@ def pytorch_workers(command: str, script: str, **extra) -> dict:
 def several(monkeypatch, subm_home, tmp_path):
     """``several(spec, processes)``: an :class:`InProcessJob` of ``spec`` (its ``files`` sources
     are names of scripts given in ``scripts``)."""
-    stand_in_for_process_envs(monkeypatch)
 
     def make(spec: dict, processes: int, scripts: dict) -> InProcessJob:
         for name, text in scripts.items():
@@ -259,7 +257,6 @@ def test_the_run_instruction_carries_every_processs_environment(monkeypatch):
     from submarine_py.am.master import ApplicationMaster
     from submarine_py.plan import make_plan
 
-    stand_in_for_process_envs(monkeypatch)
     spec = {"name": "p", "framework": "pytorch", "roles": {"worker": {"instances": 2, "command": "train"},
                                                            "tensorboard": {"command": "tb"}}}
     plan = make_plan(spec_from_dict(spec))
@@ -305,11 +302,8 @@ def test_the_executor_samples_the_tasks_gpus_once_whatever_its_processes():
 
 # -- through `subm run`: need job files that say `processes` ----------------------------------
 
-needs_processes_field = pytest.mark.skipif(not job_file_has_processes(),
-                                           reason="job files cannot say `processes` yet")
 
 
-@needs_processes_field
 @pytest.mark.local
 @pytest.mark.torch
 def test_a_job_file_of_two_workers_with_two_processes_each_all_reduces_over_gloo(tmp_path, no_leftovers):
@@ -336,7 +330,6 @@ def test_a_job_file_of_two_workers_with_two_processes_each_all_reduces_over_gloo
     assert sorted(ranks) == [0, 1, 2, 3]
 
 
-@needs_processes_field
 @pytest.mark.local
 def test_a_job_file_whose_local_rank_fails_once_restarts_and_names_it(tmp_path, no_leftovers):
     job = write_job(tmp_path / "job", """\

@@ -31,14 +31,11 @@ except requests.RequestException as _exc:
     skip_without_yarn(f"no YARN cluster: the ResourceManager at {RM} does not answer ({type(_exc).__name__}); "
                       "start ../shared/yarn-rig/up.sh")
 
-from several_processes import job_file_has_processes  # noqa: E402
 from test_a_task_of_several_processes_is_one_task import ALL_REDUCE, FAILS_ONCE  # noqa: E402
 from test_torchrun_runs_inside_a_task import TORCHRUN, WORKER  # noqa: E402
 
 pytestmark = pytest.mark.yarn
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
-needs_processes_field = pytest.mark.skipif(not job_file_has_processes(),
-                                           reason="job files cannot say `processes` yet")
 
 
 @pytest.fixture
@@ -67,7 +64,6 @@ def task_log(app_id: str, index: int) -> str:
     return out
 
 
-@needs_processes_field
 @pytest.mark.torch
 def test_two_containers_of_two_processes_each_all_reduce_over_gloo_on_yarn(tmp_path, apps):
     job = write_job(tmp_path / "job", """\
@@ -93,7 +89,6 @@ def test_two_containers_of_two_processes_each_all_reduce_over_gloo_on_yarn(tmp_p
     assert sorted(ranks) == [0, 1, 2, 3]
 
 
-@needs_processes_field
 def test_a_failed_local_rank_restarts_the_gang_in_the_same_containers_on_yarn(tmp_path, apps):
     job = write_job(tmp_path / "job", """\
         name: fails-once

@@ -34,10 +34,9 @@ print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {value.item():g}"
 dist.destroy_process_group()
 """
 
-#: The line of docs/processes.md. GROUP_WORLD_SIZE and GROUP_RANK are a task's node count and
-#: node rank; with one process per task they equal WORLD_SIZE and RANK, which stand in for them
-#: where the plan does not set them.
-TORCHRUN = ("torchrun --nnodes=${GROUP_WORLD_SIZE:-$WORLD_SIZE} --node_rank=${GROUP_RANK:-$RANK} "
+#: The line of docs/processes.md: GROUP_WORLD_SIZE and GROUP_RANK are the job's node count and
+#: this task's node rank.
+TORCHRUN = ("torchrun --nnodes=$GROUP_WORLD_SIZE --node_rank=$GROUP_RANK "
             "--nproc_per_node=2 --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT "
             "--rdzv_backend=static worker.py")
 
