@@ -11,7 +11,7 @@ import pytest
 
 from conftest import subm, write_job
 from submarine_py.am.diagnostics import STDERR_TAIL_LINES, StderrQuote, quote_stderr
-from submarine_py.executor import main as executor
+from submarine_py.executor import stderr as task_stderr
 
 # A program that fails as programs do: an uncaught exception two calls deep, and an exit hook
 # that dumps a tensor after Python has printed the traceback.
@@ -57,7 +57,7 @@ def test_the_last_traceback_gives_its_exception_and_last_frame():
              '  File "train.py", line 12, in main', "    x = model(batch)", "        ^^^^^^^^^^^^",
              "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 4x5)",
              "tensor([[0.1, 0.2],", "        [0.3, 0.4]])"]
-    at, error = executor.find_error(lines)
+    at, error = task_stderr.find_error(lines)
     assert at == 1
     assert error == ["Traceback (most recent call last):", "  ...", '  File "train.py", line 12, in main',
                      "    x = model(batch)", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 4x5)"]
@@ -69,7 +69,7 @@ def test_a_chained_exception_is_quoted_by_the_last_one():
              "During handling of the above exception, another exception occurred:", "",
              "Traceback (most recent call last):", '  File "a.py", line 9, in main', "    load()",
              "ValueError: the checkpoint lacks 'w'"]
-    assert executor.find_error(lines)[1][-1] == "ValueError: the checkpoint lacks 'w'"
+    assert task_stderr.find_error(lines)[1][-1] == "ValueError: the checkpoint lacks 'w'"
 
 
 @pytest.mark.unit
@@ -77,7 +77,7 @@ def test_a_message_of_several_lines_keeps_its_indented_lines_not_what_follows():
     lines = ["Traceback (most recent call last):", '  File "t.py", line 3, in <module>', "    m.load(sd)",
              "RuntimeError: Error(s) in loading state_dict for Net:", '\tMissing key(s) in state_dict: "w".',
              "array([[0.1, 0.2],", "       [0.3, 0.4]])"]
-    assert executor.find_error(lines)[1][-2:] == ["RuntimeError: Error(s) in loading state_dict for Net:",
+    assert task_stderr.find_error(lines)[1][-2:] == ["RuntimeError: Error(s) in loading state_dict for Net:",
                                                   '\tMissing key(s) in state_dict: "w".']
 
 
@@ -93,13 +93,13 @@ def test_a_message_of_several_lines_keeps_its_indented_lines_not_what_follows():
      "SyntaxError: '(' was never closed"),
 ])
 def test_without_a_complete_traceback_the_last_line_that_names_an_error(lines, said):
-    assert executor.find_error(lines)[1] == [said]
+    assert task_stderr.find_error(lines)[1] == [said]
 
 
 @pytest.mark.unit
 def test_a_stream_that_names_no_error_gives_nothing():
-    assert executor.find_error(["loss 0.3", "loss 0.2", "0.5 0.25"]) == (3, [])
-    assert executor.find_error([]) == (0, [])
+    assert task_stderr.find_error(["loss 0.3", "loss 0.2", "0.5 0.25"]) == (3, [])
+    assert task_stderr.find_error([]) == (0, [])
 
 
 @pytest.mark.unit
@@ -113,14 +113,14 @@ def test_lines_that_only_inform_or_warn_are_no_error():
              "2026-11-24 10:00:00 WARNING root: the last batch failed",
              "train.py:3: UserWarning: this will be an Error in the future",
              "worker 1 gives up"]
-    assert executor.find_error(lines) == (len(lines), [])
+    assert task_stderr.find_error(lines) == (len(lines), [])
     assert quote_stderr("\n".join(lines)).summary() == "last stderr line: worker 1 gives up"
 
 
 @pytest.mark.unit
 def test_a_huge_exception_line_is_cut():
-    at, error = executor.find_error(["ValueError: " + "9" * 100_000])
-    assert len(error[0]) <= executor.LINE_CHARS + 4
+    at, error = task_stderr.find_error(["ValueError: " + "9" * 100_000])
+    assert len(error[0]) <= task_stderr.LINE_CHARS + 4
 
 
 # -- what the executor sends and the AM quotes -----------------------------------------------
@@ -128,7 +128,7 @@ def test_a_huge_exception_line_is_cut():
 @pytest.mark.local  # runs a real Python program
 def test_a_dump_after_the_traceback_does_not_hide_the_error(tmp_path):
     log, start = failed_program(tmp_path, rows=500)  # 42 KB of numbers after the traceback
-    sent = executor.stderr_tail(str(log), start)
+    sent = task_stderr.stderr_tail(str(log), start)
     assert len(sent.encode()) < 4096  # the error and the short tail, not the 64 KiB searched
     said = quote_stderr(sent)
     assert said.error[0] == "Traceback (most recent call last):" and said.error[-1] == ERROR
@@ -141,17 +141,17 @@ def test_a_dump_after_the_traceback_does_not_hide_the_error(tmp_path):
     assert quoted[len(said.error) + 1] == "last lines of worker:1's stderr:"
     # What the executor keeps of a process's stderr where a task has several (the last 64 KiB
     # of its pipe), and what the local backend reads itself under Docker: the same quote.
-    assert executor.stderr_report(log.read_text()[start:]) == sent
+    assert task_stderr.stderr_report(log.read_text()[start:]) == sent
     assert quote_stderr(log.read_text()[start:]) == said
 
 
 @pytest.mark.local
 def test_the_error_is_looked_for_in_the_last_64_KiB_only(tmp_path):
     log, start = failed_program(tmp_path, rows=1000)  # 84 KB of numbers after the traceback
-    said = quote_stderr(executor.stderr_tail(str(log), start))
+    said = quote_stderr(task_stderr.stderr_tail(str(log), start))
     assert said.error == () and len(said.tail) == STDERR_TAIL_LINES
     assert said.summary() == f"last stderr line: {said.tail[-1]}"
-    assert executor.ERROR_SEARCH_BYTES == 64 * 1024
+    assert task_stderr.ERROR_SEARCH_BYTES == 64 * 1024
 
 
 @pytest.mark.unit
@@ -161,10 +161,10 @@ def test_a_traceback_that_begins_before_the_last_lines_is_sent_whole(tmp_path):
     frames = [f'  File "lib.py", line {n}, in f{n}\n    f{n + 1}()\n' for n in range(30)]
     log = tmp_path / "stderr"
     log.write_text("Traceback (most recent call last):\n" + "".join(frames) + "RecursionError: too deep\n")
-    sent = executor.stderr_tail(str(log), 0)
+    sent = task_stderr.stderr_tail(str(log), 0)
     assert sent.splitlines()[:5] == ["Traceback (most recent call last):", "  ...", '  File "lib.py", line 29, in f29',
                                      "    f30()", "RecursionError: too deep"]
-    assert sent.splitlines()[5] == executor.SKIPPED
+    assert sent.splitlines()[5] == task_stderr.SKIPPED
     said = quote_stderr(sent)
     assert said.error == tuple(sent.splitlines()[:5]) and said.tail[-1] == "RecursionError: too deep"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Tuple
 
-from ..executor.main import SKIPPED, TAIL_BYTES, TAIL_LINES, TRACEBACK, find_error
+from ..executor.stderr import SKIPPED, TAIL_BYTES, TAIL_LINES, TRACEBACK, find_error
 from ..states import TaskState
 from .containers import Containers
 from .records import Task, shown

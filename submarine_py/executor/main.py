@@ -34,7 +34,6 @@ YARN SUBM_FILES_ARCHIVE / SUBM_FILES_LINKS (the job's files, laid out in the wor
 directory before the executor registers).
 """
 import os
-import stat
 import sys
 import time
 
@@ -56,7 +55,7 @@ subprocess = None
 #: The modules the executor imports, standard library only like itself, shipped with it
 #: (see :func:`shipped_files`, ``bundle.py``): process tree, the task's processes, NVML
 #: sampling, the AM.
-SIBLINGS = ("proctree", "processes", "nvml", "am_client")
+SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
@@ -65,12 +64,6 @@ ENVCACHE = "envcache"
 #: Polls follow each other at once: they are the executor's heartbeat, and the AM declares an
 #: executor lost after a few missed ones (a dead machine closes no connection).
 POLL_SECONDS = 2.0
-#: A failed attempt's stderr, as sent with its exit code (the AM quotes it in diagnostics): its
-#: last lines (at most TAIL_LINES, TAIL_BYTES), after the error found in its last
-#: ERROR_SEARCH_BYTES where that lies before them (see :func:`stderr_tail`).
-TAIL_LINES = 20
-TAIL_BYTES = 2048
-ERROR_SEARCH_BYTES = 65536
 
 
 def shipped_name(module):
@@ -140,112 +133,6 @@ def log_to_container(env):
         target = os.open(os.path.join(log_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(target, fd)
         os.close(target)
-
-
-def _stderr_path():
-    """The file this process's stderr writes to, or None (a pipe or a terminal: in a local
-    Docker container the backend reads the tail itself)."""
-    try:
-        if not stat.S_ISREG(os.fstat(2).st_mode):
-            return None
-        path = os.readlink("/proc/self/fd/2")
-    except OSError:
-        return None
-    return path if os.path.isfile(path) else None
-
-
-def stderr_tail(path, start):
-    """What a failed attempt's report quotes (:func:`stderr_report`) of what it wrote to
-    ``path`` since offset ``start``, of which it reads the last ERROR_SEARCH_BYTES; None:
-    unreadable."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            end = f.tell()
-            begin = max(start, end - ERROR_SEARCH_BYTES)
-            f.seek(begin)
-            data = f.read(end - begin)
-    except (OSError, ValueError):
-        return None
-    text = data.decode("utf-8", "replace")
-    return stderr_report(text.split("\n", 1)[-1] if begin > start else text)  # its first line was cut
-
-
-def stderr_report(text):
-    """What a failed attempt's report quotes of the end of its stderr (``text``, at most
-    ERROR_SEARCH_BYTES): its last lines (at most TAIL_LINES, TAIL_BYTES); and first, where it
-    lies before them, the error :func:`find_error` finds in ``text`` (a tensor dump printed
-    after a traceback pushes it out of the last lines), then SKIPPED. The AM finds the error
-    again in what this gives (``am/diagnostics.py``)."""
-    lines = text.splitlines()
-    first, size = len(lines), 0
-    while first > 0 and len(lines) - first < TAIL_LINES:
-        size += len(lines[first - 1].encode("utf-8", "replace")) + 1
-        if size > TAIL_BYTES and first < len(lines):
-            break
-        first -= 1
-    tail = "\n".join(lines[first:])[-TAIL_BYTES:]
-    at, error = find_error(lines)
-    return "\n".join(error + [SKIPPED, tail]) if error and at < first else tail
-
-
-#: Between the error and the last lines in what :func:`stderr_tail` sends, where they are apart.
-SKIPPED = "[subm: what stderr holds between the error and its last lines is left out]"
-TRACEBACK = "Traceback (most recent call last):"
-#: What begins a traceback's exception line (``ValueError: ...``, ``torch.OutOfMemoryError``).
-EXCEPTION = r"[A-Za-z_][\w.]*(:|$)"
-#: What makes a line name an error, where no traceback is found (see :func:`find_error`) ...
-ERROR_WORDS = (r"\w*(?:Error|Exception)\b|\b(?:error|ERROR|fatal|Fatal|FATAL|failed|Failed|FAILED|CRITICAL|Killed"
-               r"|Aborted|Segmentation fault|core dumped|command not found|No such file or directory"
-               r"|Permission denied|Connection refused|terminate called)\b")
-#: ... unless it only informs or warns (glog's I and W lines, as TensorFlow and gRPC write them;
-#: logging's levels; Python's warnings): "round-off errors" in an INFO line is no error.
-NOT_ERRORS = r"^\[?[IWD]\d{4}|^\[[IW] |\b(?:INFO|DEBUG|WARN|WARNING|Warning)\b|\w+Warning\b"
-#: At most this many lines of an exception's message, and characters of any line quoted.
-MESSAGE_LINES, LINE_CHARS = 4, 500
-
-
-def find_error(lines):
-    """``(index, error_lines)``: what says what went wrong among a stream's ``lines``, from
-    its line ``index``; ``(len(lines), [])`` if nothing does. The last Python traceback's
-    exception (its line, and the indented lines after it, MESSAGE_LINES in all), after the
-    traceback's header and its last frame (``File "...", line N, in f`` and its source line;
-    "  ..." stands for the frames before); without a complete traceback, the last line that
-    names an error (ERROR_WORDS, not NOT_ERRORS)."""
-    import re
-
-    def cut(line):
-        return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " ..."
-
-    heads = [i for i, line in enumerate(lines) if line.strip().endswith(TRACEBACK)]
-    if heads:
-        head = heads[-1]
-        margin = _indent(lines[head])  # a traceback quoted indented: its lines are indented past it
-        frame, frames, i = [], 0, head + 1
-        while i < len(lines) and lines[i][margin:margin + 1] in (" ", "\t"):
-            text = lines[i].strip()
-            if text.startswith('File "') or text == "...":  # "...": frames an excerpt left out
-                frame, frames = [lines[i]] if text != "..." else [], frames + 1
-            elif len(frame) == 1 and text.strip("^~ ") and _indent(lines[i]) > _indent(frame[0]):
-                frame.append(lines[i])  # its source line (not the ^^^ under it)
-            i += 1
-        if i < len(lines) and not lines[i][:margin].strip() and re.match(EXCEPTION, lines[i][margin:]):
-            message = [lines[i]]
-            for line in lines[i + 1:i + MESSAGE_LINES]:
-                if not line.strip() or line[margin:margin + 1] not in (" ", "\t"):
-                    break
-                message.append(line)
-            before = [" " * margin + "  ..."] if frames > 1 else []
-            return head, [cut(line) for line in [lines[head]] + before + frame + message]
-    words, not_errors = re.compile(ERROR_WORDS), re.compile(NOT_ERRORS)
-    for i in range(len(lines) - 1, -1, -1):
-        if words.search(lines[i]) and not not_errors.search(lines[i]):
-            return i, [cut(lines[i].strip())]
-    return len(lines), []
-
-
-def _indent(line):
-    return len(line) - len(line.lstrip())
 
 
 def lay_out_files(env, workdir):
@@ -398,7 +285,7 @@ class Executor:
         for stream in (sys.stdout, sys.stderr):
             stream.write(header + "\n")
             stream.flush()
-        path = _stderr_path()
+        path = _sibling("stderr").stderr_path()
         try:
             self.stderr_start = (path, os.fstat(2).st_size) if path else None
         except OSError:
@@ -419,7 +306,7 @@ class Executor:
                 if self.environment is not None:
                     self.environment.apply(env)
             self.task = _sibling("processes").TaskProcesses(instr["command"], envs, cwd, subprocess,
-                                                            proctree, ERROR_SEARCH_BYTES)
+                                                            proctree, _sibling("stderr").ERROR_SEARCH_BYTES)
         except OSError as exc:
             sys.stderr.write("[subm] cannot start the command: %s\n" % exc)
             sys.stderr.flush()
@@ -511,9 +398,9 @@ class Executor:
             body["local_rank"] = local_rank
         if code != 0 and not stopped:
             if tail is not None:
-                tail = stderr_report(tail)
+                tail = _sibling("stderr").stderr_report(tail)
             elif self.stderr_start:
-                tail = stderr_tail(*self.stderr_start)
+                tail = _sibling("stderr").stderr_tail(*self.stderr_start)
             if tail is not None:
                 body["stderr_tail"] = tail
             if self.stderr_start:

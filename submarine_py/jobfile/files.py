@@ -13,11 +13,13 @@ import posixpath
 import stat
 from typing import Any, List, Mapping, Optional, Tuple
 
+from ..executor.main import ENVCACHE, SIBLINGS, shipped_files
+
 #: Working-directory names that are submarine-py's own (wrappers, shipped archives, the
 #: executor and the modules it imports, the localized environment archive, the job's secret on YARN).
 RESERVED_FILE_PREFIXES = (".subm", "subm-environment")
-RESERVED_FILES = ("subm_executor.py", "subm_proctree.py", "subm_processes.py", "subm_nvml.py", "subm_am_client.py",
-                  "subm_envcache.py", "subm_token")
+#: The executor's own files in a task's working directory (its modules: main.py's SIBLINGS).
+RESERVED_FILES = tuple(shipped_files(SIBLINGS + (ENVCACHE,))) + ("subm_token",)
 #: Where a task finds environment.archive unpacked (a link in its working directory).
 ENV_ARCHIVE_DIR = "environment"
 
