@@ -51,6 +51,8 @@ def format_report(report: JobReport) -> str:
         # Same number, same words as the AM's "gang ready" line.
         head += f" (gang ready {t.gang_ready_seconds:.1f} s after submission)"
     lines = [head]
+    if report.tensorboard_url:
+        lines.append(f"TensorBoard: {report.tensorboard_url}")
     if report.tasks:
         with_gpu = any(task.gpu for task in report.tasks)
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST"] + (["GPU MEAN/PEAK", "GPU MEM PEAK"] if with_gpu else [])

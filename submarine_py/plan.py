@@ -4,15 +4,27 @@ ApplicationMaster call into this.
 """
 from __future__ import annotations
 
+import functools
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .frameworks import Framework, TaskRun, get_framework
-from .jobfile.model import DockerSpec, JobSpec, Resources
+from .jobfile.model import TENSORBOARD_ROLE, DockerSpec, JobSpec, Resources
 from .units import split_address
 
 Address = str  # "host:port"
+
+#: How the job's TensorBoard runs (the ``tensorboard`` field), unless ``roles.tensorboard``
+#: gives a command of its own: the job's ``python3`` (the interpreter its tasks get, so a
+#: missing TensorBoard is the job's environment's, as for any task), serving on the port the
+#: task registered (its executor holds it with SO_REUSEADDR until then, which TensorBoard's
+#: HTTP server sets too) on every interface, so that its URL, ``http://<task's host>:<port>/``,
+#: answers from other machines.
+TENSORBOARD_COMMAND = 'python3 -m tensorboard.main --logdir "$SUBM_TENSORBOARD_DIR" --port "$SUBM_PORT" --bind_all'
+#: The job's TensorBoard log folder in its shared folder, unless ``tensorboard.logdir`` names one.
+TENSORBOARD_SUBDIR = "tensorboard"
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,25 @@ class Plan:
             if t.role == role and t.index == index:
                 return t
         raise KeyError(f"{role}:{index}")
+
+    @functools.cached_property  # the AM asks for each task it starts and each report
+    def tensorboard_task(self) -> Optional[TaskPlan]:
+        """The task that runs the job's TensorBoard (the ``tensorboard`` field), or None."""
+        if self.job.tensorboard is None:
+            return None
+        return next((t for t in self.tasks if t.role == TENSORBOARD_ROLE), None)
+
+    def tensorboard_dir(self, shared_dir: Optional[str]) -> Optional[str]:
+        """The log folder TensorBoard reads, every task's ``SUBM_TENSORBOARD_DIR``: the job's
+        ``tensorboard.logdir``, else ``tensorboard/`` in the job's shared folder (``shared_dir``:
+        the backend's, for this job); None without the ``tensorboard`` field, or without either
+        (YARN refuses such a job before submitting it)."""
+        tb = self.job.tensorboard
+        if tb is None:
+            return None
+        if tb.logdir:
+            return tb.logdir
+        return posixpath.join(shared_dir, TENSORBOARD_SUBDIR) if shared_dir else None
 
     def cluster_spec(self, addresses: Mapping[Tuple[str, int], Address]) -> Dict[str, List[Address]]:
         """role -> addresses in index order, from ``{(role, index): 'host:port'}``."""
@@ -100,6 +131,9 @@ class Plan:
         }
         if shared_dir:
             subm["SUBM_SHARED_DIR"] = shared_dir
+        tensorboard_dir = self.tensorboard_dir(shared_dir)
+        if tensorboard_dir:
+            subm["SUBM_TENSORBOARD_DIR"] = tensorboard_dir
         envs = []
         for local_rank in range(task.processes):
             env = fw.defaults(task.role, task.processes)
@@ -130,9 +164,12 @@ def make_plan(job: JobSpec) -> Plan:
     fw = get_framework(job.framework)
     tasks = []
     for role, spec in job.roles.items():
+        command = spec.command
+        if not command and job.tensorboard is not None and role == TENSORBOARD_ROLE:
+            command = TENSORBOARD_COMMAND
         for i in range(spec.instances):
             tasks.append(TaskPlan(
-                role=role, index=i, command=spec.command, resources=spec.resources,
+                role=role, index=i, command=command, resources=spec.resources,
                 tracked=fw.is_tracked(role, spec.tracked, list(job.roles)), env=dict(spec.env),
                 docker=spec.docker, node_label=spec.node_label, processes=spec.process_count,
             ))

@@ -90,17 +90,20 @@ def test_two_containers_of_two_processes_each_all_reduce_over_gloo_on_yarn(tmp_p
 
 
 def test_a_failed_local_rank_restarts_the_gang_in_the_same_containers_on_yarn(tmp_path, apps):
-    job = write_job(tmp_path / "job", """\
+    shared = tmp_path / "nfs"  # the program remembers its first failure in SUBM_SHARED_DIR
+    shared.mkdir()
+    job = write_job(tmp_path / "job", f"""\
         name: fails-once
         framework: pytorch
-        restart: {policy: gang, max_restarts: 1}
+        shared_dir: {shared}
+        restart: {{policy: gang, max_restarts: 1}}
         roles:
           worker:
             instances: 2
             processes: 2
-            resources: {memory: 512 MiB, vcores: 1}
+            resources: {{memory: 512 MiB, vcores: 1}}
             command: python fails_once.py
-        files: {fails_once.py: fails_once.py}
+        files: {{fails_once.py: fails_once.py}}
     """, {"fails_once.py": FAILS_ONCE})
     rc, report, err = run_on_yarn(job, apps)
     assert rc == 0 and report["state"] == "SUCCEEDED" and report["attempts"] == 2, f"{report}\n{err}"

@@ -252,8 +252,9 @@ def test_the_python_api_page_shows_python():
 @pytest.mark.unit
 @pytest.mark.parametrize("page, line, code", PYTHON_EXAMPLES, ids=[f"{p}:{n}" for p, n, _ in PYTHON_EXAMPLES])
 def test_every_python_example_compiles_and_calls_the_package_as_it_is(page: str, line: int, code: str):
-    """Each name imported from submarine_py exists, and each call of one binds to its signature
-    (how many positional arguments, which keywords): what the example runs, short of a cluster."""
+    """Each compiles; each name imported from submarine_py exists, and each call of one binds to
+    its signature (how many positional arguments, which keywords): what the example runs, short
+    of a cluster. (Other pages' examples are a user's program: compiled only.)"""
     import ast
     import importlib
     import inspect
@@ -266,7 +267,8 @@ def test_every_python_example_compiles_and_calls_the_package_as_it_is(page: str,
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{page}:{line}: {node.module} has no {alias.name}"
                 imported[alias.asname or alias.name] = getattr(module, alias.name)
-    assert imported, f"{page}:{line}: the example imports nothing from submarine_py"
+    if page == "docs/python-api.md":
+        assert imported, f"{page}:{line}: the example imports nothing from submarine_py"
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and callable(imported.get(node.func.id)):
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):

@@ -201,3 +201,16 @@ def test_a_shared_dir_the_am_cannot_create_fails_the_job_saying_so(tmp_path):
     rc, report, err = yarn_run(sys.executable, job)
     assert rc == 1 and report["state"] == "FAILED", f"{report}\n{err}"
     assert f"shared_dir: cannot create {blocked}/jobs/{report['app_id']}" in report["diagnostics"]
+
+
+@pytest.mark.tensorflow
+def test_the_tensorflow_ps_example_runs_unchanged_on_yarn():
+    """examples/tensorflow-ps as it is (real TensorFlow, ParameterServerStrategy): the chief
+    trains through the ps and the worker on other containers, and its success ends the job."""
+    pytest.importorskip("tensorflow", reason="the example trains with TensorFlow")
+    example = Path(__file__).resolve().parent.parent / "examples" / "tensorflow-ps" / "job.yaml"
+    rc, report, err = yarn_run(sys.executable, example, "--set", "epochs=2", timeout=420)
+    assert rc == 0 and report["state"] == "SUCCEEDED", f"{report}\n{err}"
+    states = {f"{t['role']}:{t['index']}": t["state"] for t in report["tasks"]}
+    assert states == {"chief:0": "SUCCEEDED", "worker:0": "STOPPED", "ps:0": "STOPPED"}
+    assert "epoch 2 loss" in task_stdout(report["app_id"], "chief", 0)

@@ -21,7 +21,10 @@ ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker"
 PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags", "shared_dir")
+              "environment", "tags", "shared_dir", "tensorboard")
+#: The role of the task that runs the job's TensorBoard (the ``tensorboard`` field); every
+#: framework knows it and leaves it untracked.
+TENSORBOARD_ROLE = "tensorboard"
 NETWORKS = ("host", "bridge", "none")
 #: 3 s: enough for a task to flush logs and close files on SIGTERM, short enough that a
 #: framework that ignores SIGTERM adds little to each gang restart (YARN's own SIGTERM-SIGKILL
@@ -98,6 +101,20 @@ class EnvironmentSpec:
 
 
 @dataclass(frozen=True)
+class TensorBoardSpec:
+    """The job file's ``tensorboard`` section: TensorBoard runs beside the job as the task
+    ``tensorboard:0``, reading ``logdir``, which every task finds in ``SUBM_TENSORBOARD_DIR``.
+
+    ``logdir``: an absolute path every task can write to, or a URI TensorBoard reads
+    (``hdfs://...``, ``gs://...``); None: ``tensorboard/`` in the job's shared folder."""
+
+    logdir: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"logdir": self.logdir} if self.logdir else {}
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     name: str
     command: str
@@ -122,7 +139,7 @@ class RoleSpec:
             "instances": self.instances,
             "processes": None if self.processes == 1 else self.processes,
             "resources": self.resources.to_dict(),
-            "command": self.command,
+            "command": self.command or None,  # none: the job's TensorBoard (see TensorBoardSpec)
             "env": dict(self.env),
             "docker": self.docker.to_dict() if self.docker else None,
             "node_label": self.node_label or None,
@@ -147,6 +164,9 @@ class JobSpec:
     #: YARN: an absolute path every node mounts (NFS...); each job gets a subfolder there,
     #: its tasks' SUBM_SHARED_DIR. The local backend always has one (in the job's folder).
     shared_dir: Optional[str] = None
+    #: TensorBoard beside the job (None: none). Its task is the role TENSORBOARD_ROLE, in
+    #: ``roles`` like any other (spelled out in the job file, or added with the defaults).
+    tensorboard: Optional[TensorBoardSpec] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -170,5 +190,7 @@ class JobSpec:
             d["tags"] = list(self.tags)
         if self.shared_dir:
             d["shared_dir"] = self.shared_dir
+        if self.tensorboard:
+            d["tensorboard"] = self.tensorboard.to_dict()
         return d
 
