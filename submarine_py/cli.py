@@ -124,7 +124,8 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     if not quiet:
         click.echo(f"Backend: {prepared.job.backend}{prepared.job.why_backend}", err=True)
     with _TermAsInterrupt():
-        # Progress lines count from submission, as the AM's times ("gang ready ... after submission") do.
+        # Progress lines count from submission, as the AM's times ("gang ready ... after submission")
+        # do; each at the time of what it shows (the AM's), this count only until the AM answers.
         start, wall_start = time.monotonic(), time.time()
         app_id = client.submit(prepared, detach=detach)
         if detach:
@@ -137,7 +138,7 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
             if quiet:
                 return
             events = report.events
-            for line in format_events(events[seen["events"]:], wall_start):
+            for line in format_events(events[seen["events"]:], report.submitted_at or wall_start):
                 click.echo(line, err=True)
             seen["events"] = max(seen["events"], len(events))
             line = format_progress(report, time.monotonic() - start)

@@ -143,27 +143,42 @@ def format_history_job(r: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_events(events: Sequence[Event], start: float) -> List[str]:
-    """AM decisions as progress lines (``start``: the submission's wall-clock time)."""
-    return [f"[{max(0.0, e.time - start):6.1f}s] AM: {e.message}" for e in events]
+def format_events(events: Sequence[Event], submitted_at: float) -> List[str]:
+    """AM decisions as progress lines, each at its own time (seconds since ``submitted_at``,
+    the job's submission as its report gives it: the origin of the AM's "gang ready ... s
+    after submission")."""
+    return [f"[{max(0.0, e.time - submitted_at):6.1f}s] AM: {e.message}" for e in events]
+
+
+def progress_seconds(report: JobReport, elapsed: float) -> float:
+    """When the state a progress line shows held, in seconds since submission: the AM's own
+    time (the job's end for an ended job, else when the AM made the report), which orders it
+    with the AM's decisions; ``elapsed`` (the client's count) only where no AM has answered."""
+    if report.state.is_terminal() and report.finished_at is not None and report.submitted_at is not None:
+        return max(0.0, report.finished_at - report.submitted_at)
+    if report.phase is not None and report.timings.total_seconds is not None:
+        return max(0.0, report.timings.total_seconds)
+    return elapsed
 
 
 def format_progress(report: JobReport, elapsed: float) -> str:
+    """The job's state as one progress line, at :func:`progress_seconds`."""
+    at = f"[{progress_seconds(report, elapsed):6.1f}s]"
     state = report.state
     if state == JobState.ACCEPTED or report.phase == Phase.STARTING and not report.tasks:
-        return f"[{elapsed:6.1f}s] {state}: waiting for the ApplicationMaster"
+        return f"{at} {state}: waiting for the ApplicationMaster"
     total = report.total or len(report.tasks)
     if not total:  # nothing from the AM (it is gone, or never answered): no task counts to show
         if state.is_terminal():
-            return f"[{elapsed:6.1f}s] job {state}"
-        return f"[{elapsed:6.1f}s] {state}: the ApplicationMaster does not answer"
+            return f"{at} job {state}"
+        return f"{at} {state}: the ApplicationMaster does not answer"
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
     if report.phase == Phase.STARTING:
-        return f"[{elapsed:6.1f}s] attempt {attempt}: gang {registered}/{total} tasks up"
+        return f"{at} attempt {attempt}: gang {registered}/{total} tasks up"
     failed = [f"{t.id} (exit {t.exit_code})" for t in report.tasks if t.state == TaskState.FAILED]
     done = sum(1 for t in report.tasks if t.state == TaskState.SUCCEEDED)
-    line = f"[{elapsed:6.1f}s] attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
+    line = f"{at} attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
     if failed:
         line += f", failed: {', '.join(failed)}"
     if state.is_terminal():

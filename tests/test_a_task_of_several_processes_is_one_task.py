@@ -122,7 +122,7 @@ def test_a_failed_local_rank_fails_its_task_stops_its_sibling_and_the_gang_resta
     [failed] = [e for e in events if e.startswith("worker:") and " failed with " in e]
     # The AM names the process that failed, and quotes its stderr, not its sibling's.
     assert failed.startswith("worker:0 (local rank 1) failed with exit code 1 (attempt 1)"), failed
-    assert failed.endswith("last stderr line: ValueError: loss is nan in local rank 1"), failed
+    assert "; error: ValueError: loss is nan in local rank 1 (File " in failed, failed
     assert any(e.startswith("restarting the gang: attempt 2") for e in events), events
     shared = job.shared
     # Its sibling got SIGTERM at once (it exits on it), and so did the other task's processes.
@@ -243,7 +243,7 @@ def test_in_a_docker_image_a_failed_local_rank_is_quoted_from_its_own_stderr(sev
     assert report.state == "SUCCEEDED" and report.attempts == 2, report.diagnostics
     [failed] = [e.message for e in report.events if e.message.startswith("worker:") and " failed with " in e.message]
     assert failed.startswith("worker:0 (local rank 1) failed with exit code 1 (attempt 1)"), failed
-    assert failed.endswith("last stderr line: ValueError: loss is nan in local rank 1"), failed
+    assert "; error: ValueError: loss is nan in local rank 1 (File " in failed, failed
     # Its processes share /dev/shm (NCCL, DataLoader workers): as large as the task's memory.
     assert job.log("worker:1").count("attempt 1 done in a container, /dev/shm 512 MiB") == 2
 
@@ -351,5 +351,5 @@ def test_a_job_file_whose_local_rank_fails_once_restarts_and_names_it(tmp_path, 
     rc, am_log, err = subm("logs", report["app_id"])
     assert rc == 0, err
     assert "worker:0 (local rank 1) failed with exit code 1 (attempt 1)" in am_log, am_log
-    assert "last stderr line: ValueError: loss is nan in local rank 1" in am_log
+    assert "error: ValueError: loss is nan in local rank 1" in am_log
     assert time.monotonic() - started < 60

@@ -110,7 +110,7 @@ def test_a_failed_local_rank_restarts_the_gang_in_the_same_containers_on_yarn(tm
     rc, am_log, err = subm("logs", report["app_id"], env=YARN, timeout=60)
     assert rc == 0, err
     assert "worker:0 (local rank 1) failed with exit code 1 (attempt 1)" in am_log, am_log[-3000:]
-    assert "last stderr line: ValueError: loss is nan in local rank 1" in am_log
+    assert "; error: ValueError: loss is nan in local rank 1" in am_log
     assert task_log(report["app_id"], 1).count("attempt 1 done") == 2
 
 

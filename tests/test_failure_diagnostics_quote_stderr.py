@@ -86,7 +86,7 @@ def test_local_diagnostics_quote_the_stderr_of_the_failed_attempt(tmp_path, subm
     # Only what the failed (second) attempt wrote, not attempt 1's nor the header line.
     assert quoted.splitlines() == ["    noise from attempt 2", "    ValueError: bad input in attempt 2"]
     # The progress lines already showed the error of the first attempt.
-    assert "last stderr line: ValueError: bad input in attempt 1" in err
+    assert "; error: ValueError: bad input in attempt 1" in err
 
 
 @pytest.mark.local

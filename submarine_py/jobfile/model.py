@@ -71,7 +71,8 @@ class Timeouts:
     #: How long a task may take to exit after SIGTERM (job end, gang restart, kill) before
     #: SIGKILL. A task that exits sooner is not waited for. The trade-off: time to write a
     #: checkpoint on SIGTERM against time added to every restart by a task that never exits
-    #: on SIGTERM (TensorFlow catches it once its strategy is up).
+    #: on SIGTERM (TensorFlow's MultiWorkerMirroredStrategy catches it once made, and trains
+    #: on unless the program uses PreemptionCheckpointHandler: docs/restarts.md).
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
     #: An executor silent this long is declared lost (a machine that dies closes no connection):
     #: its container is released and replaced, a failure under the restart policy. Executors

@@ -29,9 +29,10 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tu
 
 import requests
 
-from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...home import subm_home
+from ...jobfile.files import source_problems
 from ...jobfile.model import TENSORBOARD_ROLE, JobSpec
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
@@ -140,6 +141,9 @@ class LocalBackend(Backend):
     # -- submit -------------------------------------------------------------------
     def submit(self, request: LocalRequest, *, detach: bool = False) -> str:
         app_id, job_dir = request.app_id, request.job_dir
+        missing = source_problems(request.plan.job.files)  # gone since validation: the AM copies them
+        if missing:
+            raise SpecError(missing)
         os.makedirs(job_dir)
         meta = dict(request.job, submitted_at=time.time(), detached=detach)
         with open(os.path.join(job_dir, "job.json"), "w") as f:
