@@ -13,7 +13,6 @@ Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
 """
 from __future__ import annotations
 
-import codecs
 import glob
 import importlib.util
 import json
@@ -40,6 +39,7 @@ from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
 from ...states import JobState, Phase
 from ..base import KILLED_BY_USER, Backend, Problem
+from ..logs import LogFile, LogOutput, missing_attempt, read_tail
 
 AM_START_SECONDS = 30
 #: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
@@ -82,10 +82,12 @@ class LocalRequest:
 class LocalBackend(Backend):
     name = "local"
     poll_seconds = 0.1
+    #: The AM processes this process started, by job: reaped by whichever instance sees the job
+    #: end (the Python API asks a new instance for each call).
+    _children: Dict[str, subprocess.Popen] = {}
 
     def __init__(self, home: Optional[str] = None):
         self.root = os.path.join(home or subm_home(), "local")
-        self._children: Dict[str, subprocess.Popen] = {}
 
     # -- paths ------------------------------------------------------------------
     def job_dir(self, app_id: str, must_exist: bool = True) -> str:
@@ -268,41 +270,54 @@ class LocalBackend(Backend):
         return local_machine()
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
-             follow: bool = False) -> None:
+             follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
+        """Every attempt of a task is in one file (``logs/R-I.stdout``, ``.stderr``), each begun by
+        its header line: ``attempt`` keeps that attempt's part (see ``backends/logs.py``)."""
         job_dir = self.job_dir(app_id)
         # Matched exactly: role names may contain '-', and "worker-*" would also match "worker-eval".
         exact = re.compile(rf"^{re.escape(role) if role else '.+'}-{index if index is not None else r'[0-9]+'}"
                            r"\.(stdout|stderr)$")
         files = sorted(p for p in glob.glob(os.path.join(job_dir, "logs", "*")) if exact.match(os.path.basename(p)))
-        if role is None and index is None:
-            files.insert(0, os.path.join(job_dir, "am.log"))
         if not files:
             raise JobNotFoundError(f"no logs for {role or 'any role'}{'' if index is None else ':' + str(index)} "
                                    f"in {app_id}; roles: {', '.join(_roles(job_dir)) or 'none yet'}")
-        offsets = {p: 0 for p in files}
-        decoders = {p: codecs.getincrementaldecoder("utf-8")("replace") for p in files}
+        output = LogOutput(out)
+        views = [(p, LogFile(output, os.path.relpath(p, job_dir), attempt=attempt, tail=tail)) for p in files]
+        if role is None and index is None:  # the AM's decisions, whole: they span every attempt
+            views.insert(0, (os.path.join(job_dir, "am.log"), LogFile(output, "am.log", tail=tail)))
         while True:
-            for p in files:
-                titled = follow and offsets[p] > 0
-                try:
-                    with open(p, "rb") as f:
-                        f.seek(offsets[p])
-                        # In pieces: memory stays flat whatever the log's size.
-                        for data in iter(lambda: f.read(LOG_CHUNK), b""):
-                            if not titled:
-                                out.write(f"==> {os.path.relpath(p, job_dir)} <==\n")
-                                titled = True
-                            out.write(decoders[p].decode(data))
-                            offsets[p] += len(data)
-                        out.flush()
-                except OSError:
-                    continue
-            if not follow or self.status(app_id).final:
-                if follow:
-                    follow = False
-                    continue
+            # Asked before reading: once the job is final, this read is the last and gets everything.
+            last = not follow or self.status(app_id).final
+            for path, view in views:
+                _read_log(path, view)
+            if last:
+                for _, view in views:
+                    view.close()
+                missing_attempt([view for _, view in views], attempt, app_id)
                 return
             time.sleep(0.5)
+
+
+def _read_log(path: str, view: LogFile) -> None:
+    """Hand ``view`` what ``path`` gained since its last read."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if view.tail_from_end:
+                def read(start: int, end: int) -> bytes:
+                    f.seek(start)
+                    return f.read(end - start)
+
+                data, reached = read_tail(size, view.tail_lines, read)
+                view.feed(data, offset=reached)
+            else:
+                f.seek(view.offset)
+                # In pieces: memory stays flat whatever the log's size.
+                for data in iter(lambda: f.read(LOG_CHUNK), b""):
+                    view.feed(data)
+    except OSError:
+        pass
+    view.read_done()
 
 
 def _tensorboard_problems(spec: JobSpec) -> List[Problem]:
