@@ -57,6 +57,8 @@ def losses_while_running(app_id: str, runs, env=None):
     """Once TensorBoard serves every run's STEPS losses: (the running job's report, run -> its
     [wall time, step, loss] rows), read through the job's tensorboard_url."""
     _, report, _ = run_json("status", app_id, env=env)
+    if report["state"] == "ACCEPTED":  # YARN: the AM is not up yet
+        return None
     if report["state"] != "RUNNING":
         pytest.fail(f"the job ended before TensorBoard showed its losses: {report}")
     url = report.get("tensorboard_url")
