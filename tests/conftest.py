@@ -32,6 +32,24 @@ def skip_without_yarn(reason: str) -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
+def require_yarn() -> str:
+    """The URL of the ResourceManager of the cluster HADOOP_CONF_DIR names, for a module of yarn
+    tests; without one that answers, the module skips (in CI: fails)."""
+    if not YARN_CONF_DIR:
+        skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+    import requests
+
+    from submarine_py.backends.yarn.rest import rm_address
+
+    rm = rm_address(YARN_CONF_DIR)
+    try:
+        requests.get(f"{rm}/ws/v1/cluster/info", timeout=3).raise_for_status()
+    except requests.RequestException as exc:
+        skip_without_yarn(f"no YARN cluster: the ResourceManager at {rm} does not answer ({type(exc).__name__}); "
+                          "start ../shared/yarn-rig/up.sh")
+    return rm
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """In CI a yarn test that skips (no cluster, a missing piece) is reported as failed."""

@@ -17,19 +17,11 @@ from typing import List
 import pytest
 import requests
 
-from conftest import YARN_CONF_DIR, run_json, skip_without_yarn, subm, write_job
+from conftest import YARN_CONF_DIR, require_yarn, run_json, subm, write_job
 
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+RM = require_yarn()
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 
-RM = rm_address(YARN_CONF_DIR)
-try:
-    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
-except requests.RequestException as _exc:
-    skip_without_yarn(f"no YARN cluster: the ResourceManager at {RM} does not answer ({type(_exc).__name__}); "
-                      "start ../shared/yarn-rig/up.sh")
 
 from test_a_task_of_several_processes_is_one_task import ALL_REDUCE, FAILS_ONCE  # noqa: E402
 from test_torchrun_runs_inside_a_task import TORCHRUN, WORKER  # noqa: E402

@@ -11,18 +11,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import YARN_CONF_DIR, run_json, skip_without_yarn, wait_for, write_job
+from conftest import YARN_CONF_DIR, require_yarn, run_json, wait_for, write_job
 
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+RM = require_yarn()
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 
-RM = rm_address(YARN_CONF_DIR)
-try:
-    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
-except requests.RequestException as _exc:
-    skip_without_yarn(f"no YARN cluster at {RM} ({type(_exc).__name__})")
 
 pytestmark = pytest.mark.yarn
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}

@@ -23,20 +23,12 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from conftest import REPO, YARN_CONF_DIR, run_json, skip_without_yarn, start_subm, subm, wait_for
+from conftest import REPO, YARN_CONF_DIR, require_yarn, run_json, start_subm, subm, wait_for
 
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+RM = require_yarn()
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402  (after the skip: needs requests only)
 from submarine_py.units import format_memory  # noqa: E402
 
-RM = rm_address(YARN_CONF_DIR)
-try:
-    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
-except requests.RequestException as _exc:
-    skip_without_yarn(f"no YARN cluster: the ResourceManager at {RM} does not answer ({type(_exc).__name__}); "
-                      "start ../shared/yarn-rig/up.sh")
 
 pytestmark = pytest.mark.yarn
 

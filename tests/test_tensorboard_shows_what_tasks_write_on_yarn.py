@@ -19,21 +19,13 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from conftest import (YARN_CONF_DIR, describe_processes, processes_of, run_json, skip_without_yarn, subm, wait_for,
-                      write_job)
+from conftest import (YARN_CONF_DIR, describe_processes, processes_of, require_yarn, run_json, subm,
+                      wait_for, write_job)
 from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running
 
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+RM = require_yarn()
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 
-RM = rm_address(YARN_CONF_DIR)
-try:
-    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
-except requests.RequestException as _exc:
-    skip_without_yarn(f"no YARN cluster: the ResourceManager at {RM} does not answer ({type(_exc).__name__}); "
-                      "start ../shared/yarn-rig/up.sh")
 
 pytestmark = [pytest.mark.yarn,
               pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None,

@@ -19,21 +19,13 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-import requests
 
-from conftest import YARN_CONF_DIR, subm, subm_env, write_job
+from conftest import YARN_CONF_DIR, require_yarn, subm, subm_env, write_job
 from userprogram import VENV_MARK, make_venv, results, write_project
 
-if not YARN_CONF_DIR:
-    pytest.skip("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)", allow_module_level=True)
+RM = require_yarn()
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 
-RM = rm_address(YARN_CONF_DIR)
-try:
-    requests.get(f"{RM}/ws/v1/cluster/info", timeout=3).raise_for_status()
-except requests.RequestException as _exc:
-    pytest.skip(f"no YARN cluster at {RM} ({type(_exc).__name__})", allow_module_level=True)
 
 pytestmark = pytest.mark.yarn
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
