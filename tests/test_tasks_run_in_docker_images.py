@@ -182,7 +182,11 @@ def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env()
     assert "secret" not in line
     assert '--gpus "device=3"' in line
     assert "--memory 1024m" in line and "--cpus 2" in line
-    assert argv[-4:] == ["registry.example.com/team/train:1.0", "python3", "-S", local_docker.EXECUTOR_IN_CONTAINER]
+    # The image's python3 runs the executor and is the task's python (it writes the wrappers).
+    assert argv[-4:-1] == ["registry.example.com/team/train:1.0", "sh", "-c"]
+    assert "SUBM_PY=$(command -v python3)" in argv[-1]
+    assert argv[-1].endswith(f'exec "$SUBM_PY" -S {local_docker.EXECUTOR_IN_CONTAINER}')
+    assert "-e SUBM_PYTHON_WRAPPER=1" in line
     no_gpu = local_docker.run_argv(task, {}, "/w", "/x/executor.py", "local_1", "n", [])
     assert "--gpus" not in no_gpu
 
