@@ -220,6 +220,14 @@ class YarnBackend(Backend):
             am = _parse_report(self.rm.proxy_get(app_id, "/v1/status"))
         elif done:
             am = _killed_tasks_settled(self._final_report(app))
+        if am is None and not done and yarn_state in ("ACCEPTED", "RUNNING"):
+            # No AM answers: if the last one decided the job's end, that is the end. Its
+            # container can take seconds to be reported finished (the NodeManager cleans up
+            # failed containers one after the other), and skein leaves a failed application to
+            # YARN's next attempt, whose AM only repeats the verdict (am_main._repeat_verdict).
+            am = self._decided(app_id)
+            if am is not None:
+                done, state = True, am.state
         report = am or JobReport(
             app_id=app_id, name=app.get("name"), state=state,
             # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
@@ -270,6 +278,24 @@ class YarnBackend(Backend):
             time.sleep(1.0)
             app = self.rm.app(app["id"])
         return app
+
+    def _decided(self, app_id: str) -> Optional[JobReport]:
+        """The verdict the last AM attempt that wrote a report left in it, if it reached one."""
+        try:
+            attempts = self.rm.app_attempts(app_id)
+        except (BackendError, JobNotFoundError):
+            return None
+        for attempt in reversed(attempts):
+            node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
+            data = node_log(node, cid, "subm-report.json") if node and cid else None
+            try:
+                report = _parse_report(json.loads(data)) if data else None
+            except ValueError:
+                report = None
+            if report is not None:
+                decided = report.phase in (Phase.FINISHING, Phase.DONE) and report.state.is_terminal()
+                return report if decided else None
+        return None
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""
