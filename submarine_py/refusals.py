@@ -29,6 +29,7 @@ SEEN_EXIT_CODES = {
     "docker run failing (no bash in the image)": 7,
     "local docker run refused (daemon error)": 125,
     "local image without python3": 127,
+    "a network the NodeManager does not allow": -1,  # the NodeManager itself (Java), before container-executor
 }
 
 from .interpreters import NO_PYTHON3
@@ -113,6 +114,12 @@ def _constructing(m: "re.Match[str]", text: str) -> str:
     return f"the NodeManager refused the Docker container: {_quote(m.group(0))} (container-executor); see {setting}"
 
 
+def _network(m: "re.Match[str]", text: str) -> str:
+    return (f"the NodeManager refused network {m.group('network')}: {_quote(m.group(0))}; the networks a job may "
+            f"ask for are yarn.nodemanager.runtime.linux.docker.allowed-container-networks (yarn-site.xml) and "
+            f"docker.allowed.networks ({_CFG}): use one of them (docker.network), or an admin adds it to both")
+
+
 def _feature(m: "re.Match[str]", text: str) -> str:
     return (f"the NodeManager's container-executor refused: {_quote(m.group(0))}; an admin must enable it in "
             f"{_CFG}, or pair the container-executor binary with its own Hadoop version")
@@ -165,6 +172,8 @@ RULES: List[_Rule] = [
     (re.compile(r"Error constructing docker command, docker error code=\d+, error message='(?P<message>[^']*)'"),
      _constructing),
     (re.compile(r"Mount access error"), _mount_error),
+    (re.compile(r"Disallowed network: +'(?P<network>[^']*)' specified\. Allowed networks: (?:are )?\[[^\]]*\]"),
+     _network),
     (re.compile(r"Feature disabled: [^\n.]+"), _feature),
     (re.compile(r"(?:exec: )?\\?\"?bash\\?\"?: executable file not found in \$PATH"), _no_bash),
     (re.compile(r'error mounting "(?P<src>[^"]+)" to rootfs at "(?P<dst>[^"]+)"[^\n]*'), _docker_mount),

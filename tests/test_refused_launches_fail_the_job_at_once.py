@@ -104,6 +104,14 @@ def test_an_image_without_bash_or_python3_says_what_it_lacks():
     assert "mount it with docker.mounts" in absent
 
 
+def test_a_network_the_nodemanager_does_not_allow_names_both_settings():
+    said = ("Exception from container-launch. Container id: container_1_0026_01_000004 Exit code: -1 Exception "
+            "message: Disallowed network: 'bridge' specified. Allowed networks: are [host]")
+    verdict = refusal(-1, _tidy(said))
+    assert verdict.startswith("the NodeManager refused network bridge: ")
+    assert "allowed-container-networks (yarn-site.xml)" in verdict and "docker.allowed.networks" in verdict
+
+
 def test_other_container_executor_refusals_name_their_cfg_key():
     said = "Error constructing docker command, docker error code=9, error message='Invalid docker network'"
     assert "docker.allowed.networks" in refusal(29, nm(29, said))
