@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Callable, List, Optional, Tuple
 
+from .interpreters import NO_PYTHON3
+
 #: What YARN's exit status of a refused launch was, as measured (the messages decide).
 SEEN_EXIT_CODES = {
     "untrusted image, present on the node": 127,   # runs without its mounts: no launch script
@@ -31,8 +33,6 @@ SEEN_EXIT_CODES = {
     "local image without python3": 127,
     "a network the NodeManager does not allow": -1,  # the NodeManager itself (Java), before container-executor
 }
-
-from .interpreters import NO_PYTHON3
 
 _CFG = "container-executor.cfg on every NodeManager"
 
