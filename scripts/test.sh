@@ -10,7 +10,7 @@
 # Steps:
 #   1. .venv (scripts/venv.sh: `python3 -m venv`, python3-venv from apt-get when missing), then
 #      pip install -e '.[test,yarn,torch]' into it, skipped when already done
-#   2. the tensorflow extra (tensorflow-cpu), only when tensorflow is missing from the venv
+#   2. the tensorflow extra (tensorflow-cpu, tensorboard), only when either is missing from the venv
 #   3. a Docker daemon and the test image localhost/subm-test:bookworm; without them the
 #      docker tests skip
 #   4. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
@@ -29,8 +29,9 @@ say() { echo "test.sh: $*" >&2; }
 . scripts/venv.sh
 subm_venv 'test,yarn,torch' || { say "cannot set up the virtualenv"; exit 1; }
 
-if ! python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("tensorflow") is None)' >/dev/null 2>&1; then
-    say "installing the tensorflow extra (tensorflow-cpu)"
+if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \
+        >/dev/null 2>&1; then
+    say "installing the tensorflow extra (tensorflow-cpu, tensorboard)"
     python -m pip install -q -e '.[tensorflow]' || say "tensorflow-cpu install failed: tensorflow tests will skip"
 fi
 

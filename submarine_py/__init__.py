@@ -1,5 +1,44 @@
-"""submarine-py: distributed deep-learning jobs on Hadoop YARN, or on this machine."""
-from .errors import SubmarineError, SpecError
+"""submarine-py: distributed deep-learning jobs on Hadoop YARN, or on this machine.
+
+The Python API (``client.py``; docs/python-api.md): :func:`load` a job file, :func:`submit`
+it, :func:`wait` for it, ask its :func:`status`, :func:`kill` it, read its :func:`logs`;
+each answer a :class:`JobReport`, each error a :class:`SubmarineError`.
+
+The API's names are imported on first use, so that importing a part of the package (the
+job file's, the AM's) imports no backend: data flows one way (docs/architecture.md).
+"""
+from typing import TYPE_CHECKING, Any, List
+
+from .errors import BackendError, JobNotFoundError, SpecError, SubmarineError, WaitTimeout
+
+if TYPE_CHECKING:
+    from .client import (Job, Prepared, cluster, jobs, kill, load, logs, prepare, run, status, submit, wait,
+                         write_logs)
+    from .report import JobReport, TaskReport
+    from .states import JobState, TaskState
 
 __version__ = "0.1.0"
-__all__ = ["SubmarineError", "SpecError", "__version__"]
+
+__all__ = [
+    "BackendError", "Job", "JobNotFoundError", "JobReport", "JobState", "Prepared", "SpecError", "SubmarineError",
+    "TaskReport", "TaskState", "WaitTimeout", "__version__", "cluster", "jobs", "kill", "load", "logs", "prepare",
+    "run", "status", "submit", "wait", "write_logs",
+]
+#: Name -> the module it comes from, imported on first use.
+_LAZY = {**{name: "client" for name in ("Job", "Prepared", "cluster", "jobs", "kill", "load", "logs", "prepare",
+                                        "run", "status", "submit", "wait", "write_logs")},
+         "JobReport": "report", "TaskReport": "report", "JobState": "states", "TaskState": "states"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_LAZY))

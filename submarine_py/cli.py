@@ -1,7 +1,8 @@
-"""``subm``: the command line. Catches :class:`SubmarineError` once, prints ``Error: ...``.
+"""``subm``: the command line, a thin layer over the Python API (``client.py``): each command
+parses its options, calls the API, prints. Catches :class:`SubmarineError` once, prints ``Error: ...``.
 
 Exit codes: 0 the job succeeded (or the command did what was asked), 1 the job
-failed or was killed (or a backend error), 2 bad input.
+failed or was killed (or a backend error), 2 bad input, 124 ``subm wait --timeout`` passed.
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from . import __version__
+from . import __version__, client
 from .backends import registry
 from .errors import JobNotFoundError, SpecError, SubmarineError
-from .output import (format_events, format_list, format_plan, format_progress, format_report, public_list,
-                     public_report, to_json)
+from .output import (format_events, format_list, format_plan, format_progress, format_report, plan_json,
+                     public_list, public_report, to_json)
 from .report import JobReport
 from .states import JobState
 
@@ -69,13 +70,12 @@ def main() -> None:
     """Run distributed deep-learning jobs on YARN or on this machine."""
 
 
-def _load(job_file: str, sets: Tuple[str, ...], backend: Any):
-    """The job file's plan; every problem of the file and of ``backend``'s own rules
+def _load(job_file: str, sets: Tuple[str, ...], backend: Optional[str]) -> client.Job:
+    """The job file, planned; every problem of the file and of the backend's own rules
     (``Backend.check``) refused at once, exit 2."""
-    from .jobfile import load_job, parse_set_options
-    from .plan import make_plan
+    from .templating import split_set_options
 
-    return make_plan(load_job(job_file, parse_set_options(sets), rules=backend.check))
+    return client.load(job_file, dict(split_set_options(sets, identifiers=True)), backend=backend)
 
 
 def _backend_option(help_text: str):
@@ -97,18 +97,13 @@ BACKEND_TO_ASK = _backend_option(f"Default: {registry.default_help()}.")
 @BACKEND
 @OUTPUT
 def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str) -> None:
-    name = registry.choose_backend(backend)
-    be = registry.get_backend(name)
-    plan = _load(job_file, sets, be)
-    envs = plan.preview_envs(one_host=be.one_host, shared_dir=be.shared_dir(plan, "<app_id>"))
+    job = _load(job_file, sets, backend)
+    envs = job.environments()
     if output == "json":
-        d = plan.to_dict()
-        for t in d["tasks"]:
-            t["env"] = envs[t["id"]]
-        click.echo(to_json(d))
+        click.echo(to_json(plan_json(job.plan, envs)))
     else:
-        click.echo(format_plan(plan, envs))
-        click.echo(f"OK: the job is valid. Backend: {name}{registry.why_chosen(name, named=bool(backend))}", err=True)
+        click.echo(format_plan(job.plan, envs))
+        click.echo(f"OK: the job is valid. Backend: {job.backend}{job.why_backend}", err=True)
 
 
 @main.command()
@@ -122,32 +117,28 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
         dry_run: bool, quiet: bool) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
-    name = registry.choose_backend(backend)
-    why = registry.why_chosen(name, named=bool(backend))
-    be = registry.get_backend(name)
-    plan = _load(job_file, sets, be)
-    be.check_cluster(plan)
-    request = be.request(plan)
+    prepared = client.prepare(_load(job_file, sets, backend))
     if dry_run:
-        click.echo(request.describe())
+        click.echo(prepared.describe())
         return
     if not quiet:
-        click.echo(f"Backend: {name}{why}", err=True)
+        click.echo(f"Backend: {prepared.job.backend}{prepared.job.why_backend}", err=True)
     with _TermAsInterrupt():
-        # Progress lines count from submission, as the AM's times ("gang ready ... after submission") do.
+        # Progress lines count from submission, as the AM's times ("gang ready ... after submission")
+        # do; each at the time of what it shows (the AM's), this count only until the AM answers.
         start, wall_start = time.monotonic(), time.time()
-        app_id = be.submit(request, detach=detach)
+        app_id = client.submit(prepared, detach=detach)
         if detach:
-            click.echo(to_json({"app_id": app_id, "backend": name}) if output == "json" else app_id)
+            click.echo(to_json({"app_id": app_id, "backend": prepared.job.backend}) if output == "json" else app_id)
             return
-        click.echo(f"Submitted {plan.job.name} as {app_id}", err=True)
+        click.echo(f"Submitted {prepared.job.name} as {app_id}", err=True)
         seen = {"events": 0, "line": ""}
 
         def progress(report: JobReport) -> None:
             if quiet:
                 return
             events = report.events
-            for line in format_events(events[seen["events"]:], wall_start):
+            for line in format_events(events[seen["events"]:], report.submitted_at or wall_start):
                 click.echo(line, err=True)
             seen["events"] = max(seen["events"], len(events))
             line = format_progress(report, time.monotonic() - start)
@@ -158,12 +149,12 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
                 seen["line"] = what
 
         try:
-            report = be.wait(app_id, on_update=progress)
+            report = client.wait(app_id, on_update=progress)
         except KeyboardInterrupt:
             from .backends.base import KILLED_BY_INTERRUPT
 
             click.echo(f"Interrupted: killing {app_id}", err=True)
-            report = be.kill(app_id, why=KILLED_BY_INTERRUPT)
+            report = client.kill(app_id, why=KILLED_BY_INTERRUPT)
     _print_report(report, output)
     _remember(report)
     sys.exit(0 if report.state == JobState.SUCCEEDED else 1)
@@ -197,18 +188,34 @@ class _TermAsInterrupt:
         signal.signal(signal.SIGTERM, self.old)
 
 
-def _backend_for(app_id: str):
-    return registry.get_backend(registry.backend_for_app(app_id))
-
-
 @main.command()
 @click.argument("app_id")
 @OUTPUT
 def status(app_id: str, output: str) -> None:
     """Show a job's state and tasks."""
-    report = _backend_for(app_id).status(app_id)
+    report = client.status(app_id)
     _print_report(report, output)
     _remember(report)
+
+
+@main.command()
+@click.argument("app_id")
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Give up after this long: exit 124; the job goes on.")
+@OUTPUT
+def wait(app_id: str, timeout: Optional[float], output: str) -> None:
+    """Wait for a job to end (one submitted with --detach) and print its report: exit 0
+    succeeded, 1 failed or killed, 2 not a job's id, 124 --timeout passed first."""
+    try:
+        report = client.wait(app_id, timeout=timeout)
+    except JobNotFoundError as exc:  # for CI: a wrong id is not a failed job
+        raise SpecError([("APP_ID", str(exc))]) from None
+    except KeyboardInterrupt:
+        click.echo(f"Stopped waiting; {app_id} goes on", err=True)
+        sys.exit(130)
+    _print_report(report, output)
+    _remember(report)
+    sys.exit(0 if report.state == JobState.SUCCEEDED else 1)
 
 
 @main.command(name="list")
@@ -217,7 +224,7 @@ def status(app_id: str, output: str) -> None:
 @OUTPUT
 def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
     """List jobs (running ones unless --all)."""
-    jobs = registry.get_backend(registry.choose_backend(backend)).list(include_finished=include_all)
+    jobs = client.jobs(include_finished=include_all, backend=backend)
     if output == "json":
         click.echo(to_json(public_list(jobs)))
         return
@@ -236,7 +243,7 @@ def cluster(backend: Optional[str], output: str) -> None:
     queues; locally, this machine's GPUs (NVML), CPUs and memory."""
     from .cluster import format_cluster
 
-    info = registry.get_backend(registry.choose_backend(backend)).cluster()
+    info = client.cluster(backend=backend)
     click.echo(to_json(info) if output == "json" else format_cluster(info))
 
 
@@ -245,7 +252,7 @@ def cluster(backend: Optional[str], output: str) -> None:
 @OUTPUT
 def kill(app_id: str, output: str) -> None:
     """Stop a job and every one of its tasks."""
-    report = _backend_for(app_id).kill(app_id)
+    report = client.kill(app_id)
     _print_report(report, output)
     _remember(report)
 
@@ -303,15 +310,20 @@ def _read(store: Any, **filters: Any) -> Any:
 @click.argument("app_id")
 @click.option("--role", "-r", help="Only this role's tasks.")
 @click.option("--index", "-i", type=click.IntRange(min=0), help="Only this task index.")
+@click.option("--attempt", type=click.IntRange(min=1), metavar="N",
+              help="Only each task's attempt N (from 1, as reports count); the AM's log stays whole.")
+@click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each log.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
-def logs(app_id: str, role: Optional[str], index: Optional[int], follow: bool) -> None:
-    """Print tasks' stdout/stderr (and the AM's log when no role is given)."""
+def logs(app_id: str, role: Optional[str], index: Optional[int], attempt: Optional[int], tail: Optional[int],
+         follow: bool) -> None:
+    """Print tasks' stdout/stderr, every attempt (and the AM's log, of every AM attempt, when
+    no role or index is given)."""
     from .jobfile.fields import ROLE_NAME
 
     if role is not None and not ROLE_NAME.match(role):
         raise SpecError([("--role", f"expected a role name (a letter, then letters, digits or '-'), got {role!r}")])
     try:
-        _backend_for(app_id).logs(app_id, sys.stdout, role=role, index=index, follow=follow)
+        client.write_logs(app_id, sys.stdout, role=role, index=index, attempt=attempt, tail=tail, follow=follow)
     except KeyboardInterrupt:
         pass
 

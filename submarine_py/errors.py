@@ -6,7 +6,7 @@ The CLI catches ``SubmarineError`` once and prints ``Error: ...``.
 """
 from __future__ import annotations
 
-from typing import Iterable, List, Tuple
+from typing import Any, Iterable, List, Tuple
 
 
 class SubmarineError(Exception):
@@ -45,6 +45,17 @@ class ClusterLimitError(SpecError):
 
 class JobNotFoundError(SubmarineError, LookupError):
     """No job with that id is known to the backend."""
+
+
+class WaitTimeout(SubmarineError, TimeoutError):
+    """A job did not end within the time given to wait for it (``subm wait --timeout``, exit
+    124 as ``timeout(1)``'s); the job goes on. ``report`` is its last status seen."""
+
+    exit_code = 124
+
+    def __init__(self, message: str, report: Any = None):
+        super().__init__(message)
+        self.report = report
 
 
 class ProblemCollector:

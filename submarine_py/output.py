@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 from .plan import Plan
 from .report import Event, JobReport
@@ -51,6 +51,8 @@ def format_report(report: JobReport) -> str:
         # Same number, same words as the AM's "gang ready" line.
         head += f" (gang ready {t.gang_ready_seconds:.1f} s after submission)"
     lines = [head]
+    if report.tensorboard_url:
+        lines.append(f"TensorBoard: {report.tensorboard_url}")
     if report.tasks:
         with_gpu = any(task.gpu for task in report.tasks)
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST"] + (["GPU MEAN/PEAK", "GPU MEM PEAK"] if with_gpu else [])
@@ -141,27 +143,42 @@ def format_history_job(r: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_events(events: Sequence[Event], start: float) -> List[str]:
-    """AM decisions as progress lines (``start``: the submission's wall-clock time)."""
-    return [f"[{max(0.0, e.time - start):6.1f}s] AM: {e.message}" for e in events]
+def format_events(events: Sequence[Event], submitted_at: float) -> List[str]:
+    """AM decisions as progress lines, each at its own time (seconds since ``submitted_at``,
+    the job's submission as its report gives it: the origin of the AM's "gang ready ... s
+    after submission")."""
+    return [f"[{max(0.0, e.time - submitted_at):6.1f}s] AM: {e.message}" for e in events]
+
+
+def progress_seconds(report: JobReport, elapsed: float) -> float:
+    """When the state a progress line shows held, in seconds since submission: the AM's own
+    time (the job's end for an ended job, else when the AM made the report), which orders it
+    with the AM's decisions; ``elapsed`` (the client's count) only where no AM has answered."""
+    if report.state.is_terminal() and report.finished_at is not None and report.submitted_at is not None:
+        return max(0.0, report.finished_at - report.submitted_at)
+    if report.phase is not None and report.timings.total_seconds is not None:
+        return max(0.0, report.timings.total_seconds)
+    return elapsed
 
 
 def format_progress(report: JobReport, elapsed: float) -> str:
+    """The job's state as one progress line, at :func:`progress_seconds`."""
+    at = f"[{progress_seconds(report, elapsed):6.1f}s]"
     state = report.state
     if state == JobState.ACCEPTED or report.phase == Phase.STARTING and not report.tasks:
-        return f"[{elapsed:6.1f}s] {state}: waiting for the ApplicationMaster"
+        return f"{at} {state}: waiting for the ApplicationMaster"
     total = report.total or len(report.tasks)
     if not total:  # nothing from the AM (it is gone, or never answered): no task counts to show
         if state.is_terminal():
-            return f"[{elapsed:6.1f}s] job {state}"
-        return f"[{elapsed:6.1f}s] {state}: the ApplicationMaster does not answer"
+            return f"{at} job {state}"
+        return f"{at} {state}: the ApplicationMaster does not answer"
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
     if report.phase == Phase.STARTING:
-        return f"[{elapsed:6.1f}s] attempt {attempt}: gang {registered}/{total} tasks up"
+        return f"{at} attempt {attempt}: gang {registered}/{total} tasks up"
     failed = [f"{t.id} (exit {t.exit_code})" for t in report.tasks if t.state == TaskState.FAILED]
     done = sum(1 for t in report.tasks if t.state == TaskState.SUCCEEDED)
-    line = f"[{elapsed:6.1f}s] attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
+    line = f"{at} attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
     if failed:
         line += f", failed: {', '.join(failed)}"
     if state.is_terminal():
@@ -169,7 +186,29 @@ def format_progress(report: JobReport, elapsed: float) -> str:
     return line
 
 
-def format_plan(plan: Plan, envs: Dict[str, Dict[str, str]]) -> str:
+def split_process_envs(envs: Sequence[Dict[str, str]]) -> Tuple[Dict[str, str], List[Dict[str, str]]]:
+    """A task's processes' environments as (what every process gets, what each process gets
+    of its own, in local-rank order): one process has everything in the first."""
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    if len(envs) == 1:
+        return common, []
+    return common, [{k: v for k, v in e.items() if k not in common} for e in envs]
+
+
+def plan_json(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> Dict[str, Any]:
+    """``subm validate --output json``: the plan, each task with ``env`` (what all its processes
+    get) and, for a task of several processes, ``process_env`` (what each gets of its own,
+    ``LOCAL_RANK``, ``RANK`` ..., in local-rank order)."""
+    d = plan.to_dict()
+    for t in d["tasks"]:
+        common, own = split_process_envs(envs[t["id"]])
+        t["env"] = common
+        if own:
+            t["process_env"] = own
+    return d
+
+
+def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
     job = plan.job
     r = job.restart
     lines = [f"Job {job.name}: framework {job.framework}, queue {job.queue}, restart {r.policy} "
@@ -182,9 +221,13 @@ def format_plan(plan: Plan, envs: Dict[str, Dict[str, str]]) -> str:
         lines.append(f"{t.id}  {'tracked' if t.tracked else 'untracked'}  {format_memory(res.memory_mb)}, "
                      f"{res.vcores} vcore{'s' if res.vcores != 1 else ''}, {res.gpus} GPU"
                      f"{'s' if res.gpus != 1 else ''}"
+                     + (f", {t.processes} processes" if t.processes != 1 else "")
                      + (f", image {t.docker.image}" if t.docker else "")
                      + (f", node label {t.node_label}" if t.node_label else ""))
         lines.append(f"    command: {t.command}")
-        for k, v in sorted(envs[t.id].items()):
+        common, own = split_process_envs(envs[t.id])
+        for k, v in sorted(common.items()):
             lines.append(f"    {k}={v}")
+        for local_rank, env in enumerate(own):
+            lines.append(f"    process {local_rank}: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())))
     return "\n".join(lines)

@@ -4,18 +4,27 @@ ApplicationMaster call into this.
 """
 from __future__ import annotations
 
+import functools
 import json
+import posixpath
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .frameworks import Framework, get_framework
-from .jobfile.model import DockerSpec, JobSpec, Resources
+from .frameworks import Framework, TaskRun, get_framework
+from .jobfile.model import TENSORBOARD_ROLE, DockerSpec, JobSpec, Resources
 from .units import split_address
 
 Address = str  # "host:port"
-#: Variables whose values depend on which tasks share a host.
-LOCALITY_KEYS = frozenset({"LOCAL_RANK", "LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
-                           "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE"})
+
+#: How the job's TensorBoard runs (the ``tensorboard`` field), unless ``roles.tensorboard``
+#: gives a command of its own: the job's ``python3`` (the interpreter its tasks get, so a
+#: missing TensorBoard is the job's environment's, as for any task), serving on the port the
+#: task registered (its executor holds it with SO_REUSEADDR until then, which TensorBoard's
+#: HTTP server sets too) on every interface, so that its URL, ``http://<task's host>:<port>/``,
+#: answers from other machines.
+TENSORBOARD_COMMAND = 'python3 -m tensorboard.main --logdir "$SUBM_TENSORBOARD_DIR" --port "$SUBM_PORT" --bind_all'
+#: The job's TensorBoard log folder in its shared folder, unless ``tensorboard.logdir`` names one.
+TENSORBOARD_SUBDIR = "tensorboard"
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,25 @@ class Plan:
                 return t
         raise KeyError(f"{role}:{index}")
 
+    @functools.cached_property  # the AM asks for each task it starts and each report
+    def tensorboard_task(self) -> Optional[TaskPlan]:
+        """The task that runs the job's TensorBoard (the ``tensorboard`` field), or None."""
+        if self.job.tensorboard is None:
+            return None
+        return next((t for t in self.tasks if t.role == TENSORBOARD_ROLE), None)
+
+    def tensorboard_dir(self, shared_dir: Optional[str]) -> Optional[str]:
+        """The log folder TensorBoard reads, every task's ``SUBM_TENSORBOARD_DIR``: the job's
+        ``tensorboard.logdir``, else ``tensorboard/`` in the job's shared folder (``shared_dir``:
+        the backend's, for this job); None without the ``tensorboard`` field, or without either
+        (YARN refuses such a job before submitting it)."""
+        tb = self.job.tensorboard
+        if tb is None:
+            return None
+        if tb.logdir:
+            return tb.logdir
+        return posixpath.join(shared_dir, TENSORBOARD_SUBDIR) if shared_dir else None
+
     def cluster_spec(self, addresses: Mapping[Tuple[str, int], Address]) -> Dict[str, List[Address]]:
         """role -> addresses in index order, from ``{(role, index): 'host:port'}``."""
         return {
@@ -65,24 +93,30 @@ class Plan:
             (t.role, t.index): f"<{t.role}.{t.index}.host>:<{t.role}.{t.index}.port>" for t in self.tasks
         })
 
-    @property
-    def isolated(self) -> FrozenSet[Tuple[str, int]]:
-        """Tasks that see only their own GPUs (every task with ``gpus`` > 0, on both backends)."""
-        return frozenset((t.role, t.index) for t in self.tasks if t.resources.gpus > 0)
-
     def executor_settings(self, role: str) -> Dict[str, str]:
         """What every executor of ``role`` reads from its environment, whoever starts it (the AM,
         or YARN for the containers requested with the application): the one route of the
         job's settings to the executor (``SUBM_STOP_GRACE``: timeouts.stop_grace_seconds)."""
         return {"SUBM_ROLE": role, "SUBM_STOP_GRACE": f"{self.job.timeouts.stop_grace_seconds:g}"}
 
-    def task_env(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
-                 attempt: int, shared_dir: Optional[str] = None) -> Dict[str, str]:
-        """Everything a task's process gets on top of its inherited environment."""
+    @property
+    def processes_by_role(self) -> Dict[str, int]:
+        """role -> processes per task of that role."""
+        return {t.role: t.processes for t in self.tasks}
+
+    def process_envs(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
+                     attempt: int, shared_dir: Optional[str] = None) -> List[Dict[str, str]]:
+        """The environment of each of the task's processes (``task.processes`` of them), in
+        local-rank order: what the executor starts them with, on top of what they inherit.
+
+        Each is, by precedence: the framework's defaults (``OMP_NUM_THREADS`` ...), then the
+        role's ``env``, then the framework's variables (ranks, addresses), then subm's own
+        ``SUBM_*``: a role's ``env`` can tune a default but never change a rank.
+        """
         host, port = split_address(cluster[task.role][task.index])
-        env = dict(task.env)
-        env.update(self.framework.env(cluster, task.role, task.index, self.isolated))
-        env.update({
+        fw = self.framework
+        run = TaskRun(job_id=job_id, attempt=attempt, max_restarts=self.job.restart.max_restarts)
+        subm = {
             "SUBM_JOB_ID": job_id,
             "SUBM_JOB_NAME": self.job.name,
             "SUBM_FRAMEWORK": self.job.framework,
@@ -93,38 +127,34 @@ class Plan:
             "SUBM_PORT": port,
             "SUBM_NUM_TASKS": str(len(self.tasks)),
             "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
-        })
+            "SUBM_LOCAL_WORLD_SIZE": str(task.processes),
+        }
         if shared_dir:
-            env["SUBM_SHARED_DIR"] = shared_dir
-        return env
-
-    def process_envs(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
-                     attempt: int, shared_dir: Optional[str] = None) -> List[Dict[str, str]]:
-        """The environment of each of the task's processes (``task.processes`` of them), in
-        local-rank order: what the executor starts them with."""
-        return [self.task_env(task, cluster, job_id, attempt, shared_dir)]
-
-    def preview_envs(self, one_host: bool, shared_dir: Optional[str]) -> Dict[str, Dict[str, str]]:
-        """Each task's environment as ``subm validate`` shows it: addresses as placeholders, and
-        local ranks as tasks will get them: exact when every task shares one host (the local
-        backend) or has GPUs of its own, else ``<by placement>`` (YARN decides the hosts)."""
-        cluster = self.placeholder_cluster()
-        envs = {t.id: self.task_env(t, cluster, "<app_id>", 0, shared_dir) for t in self.tasks}
-        if one_host:
-            same = {role: [f"<host>:{a.rsplit(':', 1)[1]}" for a in addrs] for role, addrs in cluster.items()}
-            for t in self.tasks:
-                fw_env = self.framework.env(same, t.role, t.index, self.isolated)
-                envs[t.id].update({k: v for k, v in fw_env.items() if k in LOCALITY_KEYS})
-        else:
-            for t in self.tasks:
-                if (t.role, t.index) not in self.isolated:
-                    envs[t.id].update({k: "<by placement>" for k in envs[t.id] if k in LOCALITY_KEYS})
+            subm["SUBM_SHARED_DIR"] = shared_dir
+        tensorboard_dir = self.tensorboard_dir(shared_dir)
+        if tensorboard_dir:
+            subm["SUBM_TENSORBOARD_DIR"] = tensorboard_dir
+        envs = []
+        for local_rank in range(task.processes):
+            env = fw.defaults(task.role, task.processes)
+            env.update(task.env)
+            env.update(fw.env(cluster, task.role, task.index, local_rank, self.processes_by_role, run))
+            env.update(subm)
+            env["SUBM_LOCAL_RANK"] = str(local_rank)
+            envs.append(env)
         return envs
+
+    def preview_envs(self, shared_dir: Optional[str]) -> Dict[str, List[Dict[str, str]]]:
+        """Each task's processes' environments as ``subm validate`` shows them (task id -> one
+        per process): addresses as placeholders, everything else exact (ranks, local ranks
+        included: one task is one node, wherever it runs)."""
+        cluster = self.placeholder_cluster()
+        return {t.id: self.process_envs(t, cluster, "<app_id>", 0, shared_dir) for t in self.tasks}
 
     def to_dict(self) -> Dict:
         return {"job": self.job.to_dict(), "tasks": [
             {"id": t.id, "role": t.role, "index": t.index, "tracked": t.tracked,
-             "resources": t.resources.to_dict(), "command": t.command,
+             "resources": t.resources.to_dict(), "processes": t.processes, "command": t.command,
              **({"docker": t.docker.to_dict()} if t.docker else {})}
             for t in self.tasks
         ]}
@@ -134,10 +164,13 @@ def make_plan(job: JobSpec) -> Plan:
     fw = get_framework(job.framework)
     tasks = []
     for role, spec in job.roles.items():
+        command = spec.command
+        if not command and job.tensorboard is not None and role == TENSORBOARD_ROLE:
+            command = TENSORBOARD_COMMAND
         for i in range(spec.instances):
             tasks.append(TaskPlan(
-                role=role, index=i, command=spec.command, resources=spec.resources,
+                role=role, index=i, command=command, resources=spec.resources,
                 tracked=fw.is_tracked(role, spec.tracked, list(job.roles)), env=dict(spec.env),
-                docker=spec.docker, node_label=spec.node_label,
+                docker=spec.docker, node_label=spec.node_label, processes=spec.process_count,
             ))
     return Plan(job=job, tasks=tuple(tasks))

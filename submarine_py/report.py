@@ -157,6 +157,9 @@ class JobReport:
     cluster_spec: Optional[Dict[str, List[str]]] = None
     timings: Timings = field(default_factory=Timings)
     status_url: str = ""
+    #: The job's TensorBoard (the ``tensorboard`` field), ``http://host:port/``, while its task
+    #: runs; None otherwise (no TensorBoard, not started yet, or the job has ended).
+    tensorboard_url: Optional[str] = None
     events: Tuple[Event, ...] = ()
     #: True when nothing about the job will change any more.
     final: bool = False
@@ -193,7 +196,7 @@ class JobReport:
             "final": self.final,
         }
         # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
-        for key in ("user", "queue", "submitted_at", "started_at", "finished_at", "spec"):
+        for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         if self.yarn_state is not None or self.tracking_url is not None:
@@ -211,6 +214,8 @@ class JobReport:
             out["framework"] = self.framework
         if self.status_url:
             out["status_url"] = self.status_url
+        if self.tensorboard_url:
+            out["tensorboard_url"] = self.tensorboard_url
         return out
 
     @classmethod
@@ -230,6 +235,7 @@ class JobReport:
             cluster_spec=data.get("cluster_spec"),
             timings=Timings.from_dict(data.get("timings")),
             status_url=data.get("status_url") or "",
+            tensorboard_url=data.get("tensorboard_url"),
             events=tuple(Event.from_dict(e) for e in data.get("events") or ()),
             final=bool(data.get("final", False)),
             yarn_state=data.get("yarn_state"),

@@ -224,6 +224,62 @@ def test_the_readme_fits_a_screen_or_two():
     assert len((REPO / "README.md").read_bytes()) <= 10 * 1024
 
 
+# ------------------------------------------------------------------------ Python examples (unit)
+
+def _python_blocks(page: Path) -> Iterator[Tuple[int, str]]:
+    """(first line, code) of every fenced python block of a page."""
+    block: List[str] = []
+    start, inside = 0, False
+    for number, line in enumerate(page.read_text().splitlines(), 1):
+        fence = FENCE.match(line)
+        if fence and not inside and fence.group(2) in ("python", "py"):
+            block, start, inside = [], number + 1, True
+        elif fence and inside:
+            yield start, "\n".join(block)
+            inside = False
+        elif inside:
+            block.append(line)
+
+
+PYTHON_EXAMPLES = [(_rel(page), number, code) for page in PAGES for number, code in _python_blocks(page)]
+
+
+@pytest.mark.unit
+def test_the_python_api_page_shows_python():
+    assert any(page == "docs/python-api.md" for page, _, _ in PYTHON_EXAMPLES)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("page, line, code", PYTHON_EXAMPLES, ids=[f"{p}:{n}" for p, n, _ in PYTHON_EXAMPLES])
+def test_every_python_example_compiles_and_calls_the_package_as_it_is(page: str, line: int, code: str):
+    """Each compiles; each name imported from submarine_py exists, and each call of one binds to
+    its signature (how many positional arguments, which keywords): what the example runs, short
+    of a cluster. (Other pages' examples are a user's program: compiled only.)"""
+    import ast
+    import importlib
+    import inspect
+
+    tree = ast.parse(code, f"{page}:{line}")
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "submarine_py":
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{page}:{line}: {node.module} has no {alias.name}"
+                imported[alias.asname or alias.name] = getattr(module, alias.name)
+    if page == "docs/python-api.md":
+        assert imported, f"{page}:{line}: the example imports nothing from submarine_py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and callable(imported.get(node.func.id)):
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                continue
+            signature = inspect.signature(imported[node.func.id])
+            try:
+                signature.bind(*node.args, **{k.arg: k.value for k in node.keywords})
+            except TypeError as exc:
+                pytest.fail(f"{page}:{line + node.lineno - 1}: {node.func.id}(...): {exc}")
+
+
 # ------------------------------------------------------------------------ links (unit)
 
 def github_slug(heading: str) -> str:

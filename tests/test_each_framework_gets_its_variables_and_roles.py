@@ -35,21 +35,24 @@ def test_pytorch_master_or_chief_is_rank_zero(first):
     fw = get_framework("pytorch")
     # The cluster spec's order must not matter: rank 0 is the master/chief.
     cluster = {"worker": ["w0:2", "w1:3"], first: ["m:1"]}
-    assert fw.env(cluster, first, 0) == {
+    env = fw.env(cluster, first, 0)
+    assert {k: env[k] for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                                "LOCAL_WORLD_SIZE", "GROUP_RANK")} == {
         "MASTER_ADDR": "m", "MASTER_PORT": "1", "WORLD_SIZE": "3", "RANK": "0",
-        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+        "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}
     assert fw.env(cluster, "worker", 0)["RANK"] == "1"
     assert fw.env(cluster, "worker", 1)["RANK"] == "2"
     assert fw.env(cluster, "worker", 1)["MASTER_ADDR"] == "m"
 
 
-def test_pytorch_local_rank_counts_tasks_on_the_same_host():
+def test_pytorch_local_rank_ignores_which_tasks_share_a_host():
+    # One task is one node: tasks sharing host a are each local rank 0 of 1 (they counted the
+    # host's tasks before issue 19, and Lightning then saw one node with several processes).
     fw = get_framework("pytorch")
     cluster = {"master": ["a:1"], "worker": ["a:2", "b:3", "a:4", "b:5"]}
     local = {(r, i): (fw.env(cluster, r, i)["LOCAL_RANK"], fw.env(cluster, r, i)["LOCAL_WORLD_SIZE"])
              for r, i in [("master", 0), ("worker", 0), ("worker", 1), ("worker", 2), ("worker", 3)]}
-    assert local == {("master", 0): ("0", "3"), ("worker", 0): ("1", "3"), ("worker", 1): ("0", "2"),
-                     ("worker", 2): ("2", "3"), ("worker", 3): ("1", "2")}
+    assert set(local.values()) == {("0", "1")}
 
 
 def test_pytorch_tensorboard_is_outside_the_world():
@@ -117,10 +120,12 @@ def test_horovod_ranks_sizes_and_rendezvous():
         assert e["HOROVOD_SIZE"] == "3"
     pick = ("HOROVOD_HOSTNAME", "HOROVOD_RANK", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
             "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE")
+    # One task is one Horovod host (before issue 19 the two tasks on machine a were local
+    # ranks 0 and 1 of host a): each its own HOROVOD_HOSTNAME, local rank 0 of 1.
     assert [tuple(e[k] for k in pick) for e in envs] == [
-        ("a", "0", "0", "2", "0", "2"),
-        ("a", "1", "1", "2", "0", "1"),  # only host a has a second local rank
-        ("b", "2", "0", "1", "1", "2"),
+        ("a-worker-0", "0", "0", "1", "0", "3"),
+        ("a-worker-1", "1", "0", "1", "1", "3"),
+        ("b-worker-2", "2", "0", "1", "2", "3"),
     ]
     assert fw.env(cluster, "tensorboard", 0) == {}
 

@@ -68,12 +68,12 @@ def test_an_unwritable_hadoop_conf_folder_is_one_error(tmp_path):
 
 @pytest.mark.unit
 def test_an_unexpected_error_is_one_line_too(monkeypatch):
-    import submarine_py.cli as cli
+    import submarine_py.client as client
 
     def broken(app_id):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(cli, "_backend_for", broken)
+    monkeypatch.setattr(client, "_backend_for", broken)
     result = invoke("status", "local_x")
     assert result.exit_code == 1
     assert result.output == "Error: unexpected ZeroDivisionError: a bug (SUBM_DEBUG=1 shows the traceback)\n"

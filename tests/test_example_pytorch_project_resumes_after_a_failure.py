@@ -21,7 +21,7 @@ def test_the_example_validates_with_a_shared_dir_locally(subm_home):
     rc, out, err = subm("validate", str(EXAMPLE / "job.yaml"), "--backend", "local")
     assert rc == 0, err
     assert f"SUBM_SHARED_DIR={subm_home}/local/<app_id>/shared" in out
-    assert "LOCAL_RANK=1" in out  # two tasks on this one host
+    assert "\n    LOCAL_RANK=1" not in out and "\n    GROUP_RANK=1" in out  # two tasks: two nodes, one process each
 
 
 def test_a_failure_injected_by_set_restarts_the_gang_and_every_rank_resumes(subm_home, no_leftovers):

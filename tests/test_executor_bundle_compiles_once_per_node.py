@@ -73,7 +73,7 @@ def test_a_damaged_copy_is_compiled_again_and_replaced(container, tmp_path):
     kept.write_bytes(b"not marshal data")
     assert run_bundle(container, app_dir)[1] == "subm_am_client subm_envcache subm_nvml"
     with open(kept, "rb") as f:
-        assert set(marshal.load(f)) == {"executor", "proctree", "nvml", "am_client", "envcache"}
+        assert set(marshal.load(f)) == {"executor", "proctree", "processes", "nvml", "am_client", "envcache"}
 
 
 @pytest.mark.local
@@ -89,4 +89,4 @@ def test_another_executor_version_never_takes_this_ones_code():
         return next(line for line in source.splitlines() if line.startswith("SUBM_BUNDLE_ID"))
 
     assert bundle_id(bundle_source()) == bundle_id(bundle_source())
-    assert bundle_id(bundle_source()) != bundle_id(bundle_source(modules=("proctree", "nvml", "am_client")))
+    assert bundle_id(bundle_source()) != bundle_id(bundle_source(modules=("proctree", "processes", "nvml", "am_client")))

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_json, write_job
 from submarine_py.executor import main as executor
+from submarine_py.executor import stderr as task_stderr
 from submarine_py.am.diagnostics import STDERR_TAIL_BYTES, STDERR_TAIL_LINES, quote_tail
 
 # Prints to stdout, then a traceback-like error to stderr only; the first attempt says "early".
@@ -31,11 +32,11 @@ def test_the_executor_reads_what_an_attempt_wrote_bounded(tmp_path):
     start = path.stat().st_size
     with open(path, "a") as f:
         f.write("".join(f"line {i}\n" for i in range(100)))
-    tail = executor.stderr_tail(str(path), start)
+    tail = task_stderr.stderr_tail(str(path), start)
     assert tail.splitlines() == [f"line {i}" for i in range(80, 100)]
-    assert len(tail.splitlines()) == executor.TAIL_LINES == STDERR_TAIL_LINES
-    assert executor.stderr_tail(str(path), path.stat().st_size) == ""  # nothing new: nothing quoted
-    assert executor.stderr_tail(str(tmp_path / "gone"), 0) is None
+    assert len(tail.splitlines()) == task_stderr.TAIL_LINES == STDERR_TAIL_LINES
+    assert task_stderr.stderr_tail(str(path), path.stat().st_size) == ""  # nothing new: nothing quoted
+    assert task_stderr.stderr_tail(str(tmp_path / "gone"), 0) is None
 
 
 @pytest.mark.unit
@@ -43,7 +44,7 @@ def test_a_long_line_is_cut_to_the_byte_bound():
     quoted = quote_tail("start\n" + "y" * 10000 + "\nlast words\n")
     assert quoted.endswith("    last words")
     assert "start" not in quoted and len(quoted) <= STDERR_TAIL_BYTES + 2 * 4
-    assert executor.TAIL_BYTES == STDERR_TAIL_BYTES
+    assert task_stderr.TAIL_BYTES == STDERR_TAIL_BYTES
 
 
 @pytest.mark.unit
@@ -86,7 +87,7 @@ def test_local_diagnostics_quote_the_stderr_of_the_failed_attempt(tmp_path, subm
     # Only what the failed (second) attempt wrote, not attempt 1's nor the header line.
     assert quoted.splitlines() == ["    noise from attempt 2", "    ValueError: bad input in attempt 2"]
     # The progress lines already showed the error of the first attempt.
-    assert "last stderr line: ValueError: bad input in attempt 1" in err
+    assert "; error: ValueError: bad input in attempt 1" in err
 
 
 @pytest.mark.local

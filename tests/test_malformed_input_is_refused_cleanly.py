@@ -50,7 +50,7 @@ BASES: List[dict] = [
      "timeouts": {"gang_seconds": 300, "job_seconds": 3600},
      "roles": {"master": {"instances": 1, "command": "python train.py",
                           "resources": {"memory": "2 GiB", "vcores": 1, "gpus": 0}},
-               "worker": {"instances": 2, "command": ["python", "train.py", "--epochs", 2],
+               "worker": {"instances": 2, "processes": 2, "command": ["python", "train.py", "--epochs", 2],
                           "resources": {"memory": 512, "vcores": 2, "gpus": 0},
                           "env": {"OMP_NUM_THREADS": "1", "DEBUG": True}, "tracked": True,
                           "node_label": "cpu"}},
@@ -65,7 +65,7 @@ BASES: List[dict] = [
                "evaluator": {"command": "python tf.py"}},
      "files": ["train.py"]},
     {"name": "hvd", "framework": "horovod", "restart": {"policy": "task"},
-     "roles": {"worker": {"instances": 3, "command": "python hvd.py",
+     "roles": {"worker": {"instances": 3, "command": "python hvd.py", "processes": "gpus",
                           "resources": {"memory": "1 GiB", "gpus": 1}}},
      "environment": {"archive": "env.tar.gz"}},
     {"name": "mx", "framework": "mxnet",
@@ -234,8 +234,8 @@ def assert_survives_submission(job: Path, backend: str) -> None:
     plan = make_plan(again)
     cluster = plan.placeholder_cluster()
     for task in plan.tasks:
-        env = plan.task_env(task, cluster, "application_1_1", 0)
-        assert all(isinstance(k, str) and isinstance(v, str) and "\x00" not in v for k, v in env.items())
+        for env in plan.process_envs(task, cluster, "application_1_1", 0):
+            assert all(isinstance(k, str) and isinstance(v, str) and "\x00" not in v for k, v in env.items())
     to_json(plan.to_dict())
     if backend == "local":
         LocalBackend(home=str(job.parent / "home")).request(plan).describe()

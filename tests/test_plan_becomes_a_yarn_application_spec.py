@@ -111,7 +111,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     from submarine_py.executor.bundle import bundle_source
 
     embedded = next(line for line in bundle_source().splitlines() if line.startswith("SUBM_EMBEDDED = "))
-    for module in ("executor", "proctree", "nvml", "am_client", "envcache"):
+    for module in ("executor", "proctree", "processes", "nvml", "am_client", "envcache"):
         assert f"'{module}': " in embedded
 
 

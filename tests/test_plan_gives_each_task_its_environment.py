@@ -34,10 +34,10 @@ def test_cluster_spec_lists_addresses_in_index_order():
     assert cluster == {"master": ["h:1"], "worker": ["h:2", "h:3"]}
 
 
-def test_task_env_has_every_subm_variable_plus_the_frameworks_and_the_users():
+def test_a_process_env_has_every_subm_variable_plus_the_frameworks_and_the_users():
     plan = plan_of(PYTORCH)
     cluster = {"master": ["m:1"], "worker": ["a:2", "b:3"]}
-    env = plan.task_env(plan.task("worker", 1), cluster, "local_x", attempt=2)
+    (env,) = plan.process_envs(plan.task("worker", 1), cluster, "local_x", attempt=2)
     assert env["SUBM_JOB_ID"] == "local_x"
     assert env["SUBM_JOB_NAME"] == "ddp"
     assert env["SUBM_FRAMEWORK"] == "pytorch"
@@ -47,7 +47,7 @@ def test_task_env_has_every_subm_variable_plus_the_frameworks_and_the_users():
     assert json.loads(env["SUBM_CLUSTER_SPEC"]) == cluster
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("m", "1", "2", "3")
     assert "OMP_NUM_THREADS" not in env  # the master's env is the master's alone
-    master_env = plan.task_env(plan.task("master", 0), cluster, "local_x", attempt=0)
+    (master_env,) = plan.process_envs(plan.task("master", 0), cluster, "local_x", attempt=0)
     assert master_env["OMP_NUM_THREADS"] == "1" and master_env["SUBM_ATTEMPT"] == "0"
 
 
@@ -55,7 +55,7 @@ def test_validate_shows_placeholder_addresses():
     plan = plan_of(PYTORCH)
     cluster = plan.placeholder_cluster()
     assert cluster["worker"][1] == "<worker.1.host>:<worker.1.port>"
-    env = plan.task_env(plan.task("worker", 0), cluster, "<app_id>", 0)
+    (env,) = plan.process_envs(plan.task("worker", 0), cluster, "<app_id>", 0)
     assert env["MASTER_ADDR"] == "<master.0.host>" and env["MASTER_PORT"] == "<master.0.port>"
 
 

@@ -41,22 +41,22 @@ def problems(tmp_path, **fields):
 
 def test_tasks_with_their_own_gpus_are_local_rank_0_of_1():
     fw = get_framework("pytorch")
-    isolated = {("worker", 0), ("worker", 1), ("worker", 2)}
-    envs = [fw.env(ONE_HOST, "worker", i, isolated) for i in range(3)]
+    envs = [fw.env(ONE_HOST, "worker", i) for i in range(3)]
     assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [("0", "1")] * 3
     assert [e["RANK"] for e in envs] == ["0", "1", "2"]  # global ranks are unchanged
 
 
-def test_tasks_without_gpus_count_the_gpu_less_tasks_of_their_host():
+def test_tasks_without_gpus_on_one_host_are_each_local_rank_0_of_1():
+    # Before issue 19 they counted the GPU-less tasks of their host (0 of 2, 1 of 2): one task
+    # is one node now, whether or not it has GPUs.
     fw = get_framework("pytorch")
-    envs = [fw.env(ONE_HOST, "worker", i, {("worker", 0)}) for i in range(3)]
-    assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [("0", "1"), ("0", "2"), ("1", "2")]
+    envs = [fw.env(ONE_HOST, "worker", i) for i in range(3)]
+    assert [(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [("0", "1")] * 3
 
 
-def test_horovod_local_and_cross_ranks_follow_gpu_isolation():
+def test_horovod_tasks_on_one_machine_are_hosts_of_their_own():
     fw = get_framework("horovod")
-    isolated = {("worker", 0), ("worker", 1)}
-    envs = [fw.env({"worker": ["h:1", "h:2"]}, "worker", i, isolated) for i in range(2)]
+    envs = [fw.env({"worker": ["h:1", "h:2"]}, "worker", i) for i in range(2)]
     assert [(e["HOROVOD_LOCAL_RANK"], e["HOROVOD_LOCAL_SIZE"]) for e in envs] == [("0", "1"), ("0", "1")]
     assert [(e["HOROVOD_CROSS_RANK"], e["HOROVOD_CROSS_SIZE"]) for e in envs] == [("0", "2"), ("1", "2")]
 
@@ -68,7 +68,7 @@ def test_validate_prints_local_rank_0_for_tasks_with_gpus(tmp_path):
     for backend in ("local", "yarn"):
         result = CliRunner().invoke(main, ["validate", str(job), "--backend", backend])
         assert result.exit_code == 0, result.output
-        assert result.output.count("LOCAL_RANK=0") == 2 and "LOCAL_RANK=1" not in result.output
+        assert result.output.count("\n    LOCAL_RANK=0") == 2 and "LOCAL_RANK=1" not in result.output
 
 
 # -- TensorFlow ParameterServerStrategy ---------------------------------------------------

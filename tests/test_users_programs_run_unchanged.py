@@ -48,8 +48,9 @@ def test_a_multi_file_program_runs_from_the_users_venv(tmp_path, subm_home, user
         assert r["helper"] == 42 and r["data"] == "hello from the data folder"
         assert r["conf"] == {"lr": 0.1, "epochs": 3} and not r["script_is_link"]
         assert r["shared"] == shared and r["seen"] == ["hello-worker-0", "hello-worker-1"]
-    # On one host without GPUs, local ranks count the host's tasks.
-    assert sorted((r["local_rank"], r["local_world_size"]) for r in found.values()) == [("0", "2"), ("1", "2")]
+    # One task is one node, wherever it runs: two one-process tasks on this one host are each
+    # local rank 0 of 1 (before issue 19 they counted the host's tasks: 0 and 1 of 2).
+    assert sorted((r["local_rank"], r["local_world_size"]) for r in found.values()) == [("0", "1"), ("0", "1")]
 
 
 def test_the_venvs_console_scripts_are_on_the_path(tmp_path, subm_home, user_venv):
@@ -133,8 +134,8 @@ def test_validate_shows_local_ranks_and_the_shared_dir_tasks_get(tmp_path, subm_
     rc, out, err = subm("validate", str(job), "--backend", "local", "--output", "json")
     assert rc == 0, err
     tasks = json.loads(out)["tasks"]
-    assert [t["env"]["LOCAL_RANK"] for t in tasks] == ["0", "1", "2"]
-    assert {t["env"]["LOCAL_WORLD_SIZE"] for t in tasks} == {"3"}
+    assert [t["env"]["LOCAL_RANK"] for t in tasks] == ["0", "0", "0"]  # one task, one node (issue 19)
+    assert {t["env"]["LOCAL_WORLD_SIZE"] for t in tasks} == {"1"}
     assert tasks[0]["env"]["SUBM_SHARED_DIR"] == str(subm_home / "local" / "<app_id>" / "shared")
 
 

@@ -115,7 +115,13 @@ class Gang:
                       f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")
             ts.state = TaskState.RUNNING
-            job.send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=envs[0],
+            if job.is_tensorboard(ts):
+                job.decide("%s starts TensorBoard at %s, reading %s", ts.plan.id, job.tensorboard_url,
+                           envs[0].get("SUBM_TENSORBOARD_DIR") or "no log folder (the job has no shared folder)")
+            # One process per environment, in local-rank order (``env``: the first, and all
+            # that one process needs); the executor treats them as one task.
+            more = {"envs": envs} if len(envs) > 1 else {}
+            job.send(ex, "run", attempt=ts.attempt, command=ts.plan.command, env=envs[0], **more,
                      hold_port=hold, header=header, gpus=ts.plan.resources.gpus,
                      gpu_sample_seconds=self.gpu_sample_seconds)
 

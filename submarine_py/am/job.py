@@ -85,6 +85,21 @@ class JobRun:
     def all_tracked_succeeded(self) -> bool:
         return all(t.state == TaskState.SUCCEEDED for t in self.tasks.values() if t.plan.tracked)
 
+    # -- the job's TensorBoard ---------------------------------------------------------------
+    def is_tensorboard(self, ts: Task) -> bool:
+        """Whether ``ts`` runs the job's TensorBoard (the ``tensorboard`` field)."""
+        return ts.plan is self.plan.tensorboard_task
+
+    @property
+    def tensorboard_url(self) -> Optional[str]:
+        """Where the job's TensorBoard serves, while its task runs: the address its executor
+        registered, the port TensorBoard binds (see plan.TENSORBOARD_COMMAND)."""
+        tb = self.plan.tensorboard_task
+        ts = self.tasks.get((tb.role, tb.index)) if tb else None
+        if ts is None or ts.state != TaskState.RUNNING or not ts.address:
+            return None
+        return f"http://{ts.address}/"
+
     # -- the verdict -----------------------------------------------------------------------
     @property
     def finishing(self) -> bool:

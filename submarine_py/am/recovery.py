@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Tuple
 from ..report import JobReport, replace
 from ..restarts import Remedy, Restarts
 from ..states import JobState, Phase, TaskState
-from .diagnostics import quote_tail
+from .diagnostics import quote_stderr
 from .job import JobRun
 from .records import Task, shown
 
@@ -46,23 +46,27 @@ class Recovery:
         self.save_state = save_state
 
     # -- a task failed ----------------------------------------------------------------------
-    def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", "")) -> None:
+    def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", ""),
+                    local_rank: Optional[int] = None) -> None:
         """``ts`` failed with ``code`` (``why``: said instead of "exit code N"); ``stderr``:
-        where its stderr is, and its last lines."""
+        where its stderr is, and what the executor sent of it (the error it found, the last
+        lines: :func:`.diagnostics.quote_stderr`); ``local_rank``: which of its processes failed."""
         job = self.job
+        who = ts.plan.id if local_rank is None else f"{ts.plan.id} (local rank {local_rank})"
         ts.exit_code = code
         ts.state = TaskState.FAILED
-        stderr_log, tail = stderr
-        tail = quote_tail(tail)
-        # Name the log that holds the error: its stderr, where known.
+        stderr_log, text = stderr
+        said = quote_stderr(text)
+        quoted = said.quoted(ts.plan.id)
+        # Name the log that holds the error: its stderr, where known; and the error itself.
         where = f"; its stderr: {stderr_log}" if stderr_log else f"; log: {ts.log}" if ts.log else ""
         reason = why or f"exit code {code}"
-        last = f"; last stderr line: {tail.splitlines()[-1].strip()}" if tail else ""
-        job.decide("%s failed with %s (attempt %d)%s%s", ts.plan.id, reason, shown(ts.attempt), where, last,
+        error = f"; {said.summary()}" if said.summary() else ""
+        job.decide("%s failed with %s (attempt %d)%s%s", who, reason, shown(ts.attempt), where, error,
                    level=logging.WARNING)
-        if tail:
-            log.warning("last lines of %s's stderr (attempt %d):\n%s", ts.plan.id, shown(ts.attempt), tail)
-        failure = f"{ts.plan.id} failed with {reason} (attempt {shown(ts.attempt)}){where}"
+        if quoted:
+            log.warning("%s failed (attempt %d):\n%s", who, shown(ts.attempt), quoted)
+        failure = f"{who} failed with {reason} (attempt {shown(ts.attempt)}){where}"
         decision = self.restarts.after_task_failure(job.gang_restarts, ts.restarts)
         if decision.remedy == Remedy.RESTART_GANG:
             job.gang_restarts += 1
@@ -70,8 +74,7 @@ class Recovery:
         elif decision.remedy == Remedy.RESTART_TASK:
             self.restart_task(ts, failure)
         else:
-            quoted = f"\nlast lines of {ts.plan.id}'s stderr:\n{tail}" if tail else ""
-            job.finish(JobState.FAILED, f"{failure}; job failed ({decision.why}){quoted}")
+            job.finish(JobState.FAILED, f"{failure}; job failed ({decision.why})" + (f"\n{quoted}" if quoted else ""))
 
     def restart_gang(self, why: str) -> None:
         """Every task again, as the gang's next attempt (executors that live re-register)."""

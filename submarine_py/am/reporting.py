@@ -65,6 +65,7 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
         timings=Timings(gang_ready_seconds=job.gang_ready_seconds,
                         total_seconds=round(end - job.submitted_at, 3)),
         status_url=url,
+        tensorboard_url=job.tensorboard_url,
         events=tuple(job.events),
         final=job.phase == Phase.DONE,
     )

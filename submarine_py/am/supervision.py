@@ -70,6 +70,7 @@ class Supervision:
             ex = self.job.executors.get(str(body["executor"]))
             if ex:
                 ex.info["child_pid"] = body.get("pid")
+                ex.info["child_pids"] = body.get("pids") or [body.get("pid")]
 
     def on_exit(self, body: Dict[str, Any]) -> None:
         """The task's command exited (``POST /v1/exit``)."""
@@ -94,8 +95,12 @@ class Supervision:
             where = self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or "")
             if code == 0 and not stopped:
                 self.task_succeeded(ts)
-            else:
-                self.recovery.task_failed(ts, code, stderr=(where, tail or ""))
+            elif job.is_tensorboard(ts):
+                self.tensorboard_failed(ts, code, where, tail or "")
+            else:  # of a task of several processes: the one that failed first (the others were stopped)
+                rank = body.get("local_rank")
+                self.recovery.task_failed(ts, code, stderr=(where, tail or ""),
+                                          local_rank=rank if isinstance(rank, int) else None)
 
     def on_gpu(self, body: Dict[str, Any]) -> None:
         """GPU samples of an executor's task (utilization %, memory used)."""
@@ -131,6 +136,17 @@ class Supervision:
             job.decide("every tracked task succeeded%s",
                        f"; stopping untracked tasks: {', '.join(untracked)}" if untracked else "")
             job.finish(JobState.SUCCEEDED, "")
+
+    def tensorboard_failed(self, ts: Task, code: int, stderr_log: str, tail: str) -> None:
+        """The job's TensorBoard exited by itself: it watches the job and never decides it, so
+        its failure is said (with its last stderr line: "No module named tensorboard" in a
+        YARN environment without it), neither restarted nor counted; the job goes on without it."""
+        ts.exit_code = code
+        ts.state = TaskState.FAILED
+        last = tail.strip().splitlines()[-1].strip() if tail.strip() else ""
+        self.job.decide("%s (TensorBoard) exited with code %d (attempt %d); the job goes on without it%s%s",
+                        ts.plan.id, code, shown(ts.attempt), f"; its stderr: {stderr_log}" if stderr_log else "",
+                        f"; last stderr line: {last}" if last else "", level=logging.WARNING)
 
     # -- executors started and gone (the main loop calls these, without the lock) ------------
     def launch(self, ts: Task) -> None:

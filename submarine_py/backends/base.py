@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
 
+from ..errors import WaitTimeout
 from ..jobfile.model import JobSpec
 from ..plan import Plan
 from ..report import JobReport
@@ -47,8 +48,6 @@ class Backend:
     #: cluster what the backend's status costs (on YARN, a request through the RM's web proxy
     #: and skein's, and the AM's whole report).
     starting_poll_seconds = 0.25
-    #: Whether every task runs on one host (so local ranks are known before placement).
-    one_host = False
 
     def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
         """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""
@@ -84,7 +83,11 @@ class Backend:
         raise NotImplementedError
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
-             follow: bool = False) -> None:
+             follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
+        """Write the job's logs to ``out``: its tasks' stdout and stderr (of ``role``, ``index``),
+        every attempt they ran (or only ``attempt``, counted from 1), and, when neither role nor
+        index is given, the AM's log (of every AM attempt), whole; ``tail``: the last lines of
+        each file; ``follow``: on until the job ends (see ``logs.py``)."""
         raise NotImplementedError
 
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
@@ -104,8 +107,11 @@ class Backend:
                 return report
             time.sleep(self.poll_seconds)
 
-    def wait(self, app_id: str, on_update: Optional[Callable[[JobReport], None]] = None) -> JobReport:
-        """Block until the job ends; ``on_update`` sees each new status."""
+    def wait(self, app_id: str, on_update: Optional[Callable[[JobReport], None]] = None,
+             timeout: Optional[float] = None) -> JobReport:
+        """Block until the job ends; ``on_update`` sees each new status. After ``timeout`` seconds
+        :class:`WaitTimeout` (with the last status seen); the job goes on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         last = None
         while True:
             report = self.status(app_id)
@@ -115,7 +121,14 @@ class Backend:
                 last = key
             if report.state.is_terminal() and report.final:
                 return report
-            time.sleep(self.starting_poll_seconds if report.phase == Phase.STARTING else self.poll_seconds)
+            pause = self.starting_poll_seconds if report.phase == Phase.STARTING else self.poll_seconds
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"{app_id} is still {report.state.value} after {timeout:g} s of waiting; "
+                                      f"it goes on (subm kill {app_id} stops it)", report)
+                pause = min(pause, left)
+            time.sleep(pause)
 
 
 def _progress_key(report: JobReport) -> Any:

@@ -6,17 +6,18 @@ nothing outside the standard library. It goes to containers with the few modules
 (:data:`SIBLINGS`, and ``envcache.py`` with environment.archive): on YARN as one file, their
 code embedded (``bundle.py``); locally as ``subm_executor.py`` beside
 ``subm_<module>.py`` files (:func:`shipped_files`). This file holds the executor's life and
-its task's process, the siblings the rest.
+its task, the siblings the rest.
 
 Life of an executor::
 
     reserve a free port and hold it       (no other process can take it)
     register host:port with the AM        POST /v1/register
     wait for instructions                 GET  /v1/next   (long poll)
-      run:      start the task's command with the environment the AM built
-      register: stop the command, re-register for the next attempt (same port when possible)
-      exit:     stop the command (SIGTERM to its process group, then SIGKILL), leave
-    report every exit of the command      POST /v1/exit
+      run:      start the task's processes (its command, once per local rank), each with
+                the environment the AM built for it (processes.py: one task for failure)
+      register: stop the processes, re-register for the next attempt (same port when possible)
+      exit:     stop the processes (SIGTERM to them and theirs, then SIGKILL), leave
+    report every end of the task          POST /v1/exit  (the first failed process, or all 0)
     while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
 Each poll returns after a couple of seconds at most and the next one starts at
@@ -33,7 +34,6 @@ YARN SUBM_FILES_ARCHIVE / SUBM_FILES_LINKS (the job's files, laid out in the wor
 directory before the executor registers).
 """
 import os
-import stat
 import sys
 import time
 
@@ -53,8 +53,9 @@ except ImportError:  # pragma: no cover - another Python
 subprocess = None
 
 #: The modules the executor imports, standard library only like itself, shipped with it
-#: (see :func:`shipped_files`, ``bundle.py``): process tree, NVML sampling, the AM.
-SIBLINGS = ("proctree", "nvml", "am_client")
+#: (see :func:`shipped_files`, ``bundle.py``): process tree, the task's processes, NVML
+#: sampling, the AM.
+SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
@@ -63,9 +64,6 @@ ENVCACHE = "envcache"
 #: Polls follow each other at once: they are the executor's heartbeat, and the AM declares an
 #: executor lost after a few missed ones (a dead machine closes no connection).
 POLL_SECONDS = 2.0
-#: A failed attempt's stderr tail sent with its exit code (the AM quotes it in diagnostics).
-TAIL_LINES = 20
-TAIL_BYTES = 2048
 
 
 def shipped_name(module):
@@ -135,35 +133,6 @@ def log_to_container(env):
         target = os.open(os.path.join(log_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(target, fd)
         os.close(target)
-
-
-def _stderr_path():
-    """The file this process's stderr writes to, or None (a pipe or a terminal: in a local
-    Docker container the backend reads the tail itself)."""
-    try:
-        if not stat.S_ISREG(os.fstat(2).st_mode):
-            return None
-        path = os.readlink("/proc/self/fd/2")
-    except OSError:
-        return None
-    return path if os.path.isfile(path) else None
-
-
-def stderr_tail(path, start):
-    """The last lines (at most TAIL_LINES, TAIL_BYTES) written to ``path`` since offset ``start``."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            end = f.tell()
-            begin = max(start, end - TAIL_BYTES)
-            f.seek(begin)
-            data = f.read(end - begin)
-    except (OSError, ValueError):
-        return None
-    lines = data.decode("utf-8", "replace").splitlines()
-    if begin > start and lines:
-        lines = lines[1:]  # the first line was cut
-    return "\n".join(lines[-TAIL_LINES:])
 
 
 def lay_out_files(env, workdir):
@@ -248,11 +217,11 @@ class Executor:
         self.am = am_client.AMClient(am_client.discover_am(env), am_client.read_token(env), self.executor_id)
         self.instructions = SimpleQueue()
         self.reservation = None
-        self.child = None
-        self.child_attempt = None
+        self.task = None  # the running attempt's TaskProcesses (processes.py)
+        self.task_attempt = None
         #: Where this attempt's stderr begins (path, offset), when stderr is a readable file.
         self.stderr_start = None
-        self.stopping = False
+        self.stopping = False  # the task is being stopped (not failing by itself)
         self.killed = False  # the last stop needed SIGKILL
         self.seq = 0
         self.poll_seconds = POLL_SECONDS
@@ -290,7 +259,7 @@ class Executor:
                 self.seq = max(self.seq, instr["seq"])
                 self.instructions.put(instr)
 
-    # -- the task's process --------------------------------------------------
+    # -- the task's processes ------------------------------------------------
     def prepare_for_commands(self):
         """Once, before the first command: what only commands need is done then, not while
         the gang assembles and every container's executor starts at once (subprocess's
@@ -299,21 +268,24 @@ class Executor:
         if self.commands_prepared:
             return
         import subprocess
+        _sibling("processes")
         proctree.die_with_parent(signal.SIGTERM)
         proctree.become_subreaper()
         _write_python_wrappers(self.env, self.workdir)
         self.commands_prepared = True
 
     def start(self, instr):
-        env = dict(os.environ)
+        """Start the attempt's processes: one per environment of the instruction (``envs``,
+        in local-rank order; ``env`` alone for one process)."""
+        base = dict(os.environ)
         for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID", "SUBM_PYTHON_WRAPPER"):
-            env.pop(k, None)
-        env.update(instr["env"])
+            base.pop(k, None)
+        envs = [dict(base, **e) for e in (instr.get("envs") or [instr["env"]])]
         header = instr.get("header") or "[subm] %s attempt %s" % (self.role, instr["attempt"])
         for stream in (sys.stdout, sys.stderr):
             stream.write(header + "\n")
             stream.flush()
-        path = _stderr_path()
+        path = _sibling("stderr").stderr_path()
         try:
             self.stderr_start = (path, os.fstat(2).st_size) if path else None
         except OSError:
@@ -321,7 +293,7 @@ class Executor:
         if not instr.get("hold_port"):
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
-        shared = env.get("SUBM_SHARED_DIR")
+        shared = envs[0].get("SUBM_SHARED_DIR")
         if shared and not os.path.isdir(shared):
             sys.stderr.write("[subm] SUBM_SHARED_DIR %s is not a folder on %s: shared_dir must be a path "
                              "that every node mounts\n" % (shared, self.host))
@@ -330,28 +302,27 @@ class Executor:
             return
         self.prepare_for_commands()
         try:
-            if self.environment is not None:
-                self.environment.apply(env)
-            self.child = subprocess.Popen(
-                ["/bin/sh", "-c", instr["command"]], cwd=cwd, env=env,
-                preexec_fn=proctree.die_with_parent,
-            )
+            for env in envs:
+                if self.environment is not None:
+                    self.environment.apply(env)
+            self.task = _sibling("processes").TaskProcesses(instr["command"], envs, cwd, subprocess,
+                                                            proctree, _sibling("stderr").ERROR_SEARCH_BYTES)
         except OSError as exc:
             sys.stderr.write("[subm] cannot start the command: %s\n" % exc)
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
-        proctree.POPEN_CHILDREN.add(self.child.pid)
-        self.child_attempt = instr["attempt"]
+        self.task_attempt = instr["attempt"]
         self.stopping = self.killed = False
         if instr.get("gpus") and self.gpu is None:
-            self.gpu = _sibling("nvml").GpuSampler(env)
+            nvml = _sibling("nvml")
+            self.gpu = nvml.GpuSampler(nvml.task_env(envs))  # the task's GPUs, once for all
             if self.gpu.active:
                 every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
                 am_client.start_thread(self.sample_gpus, every)
         try:
             self.am.call("POST", "/v1/started", {"executor": self.executor_id, "attempt": instr["attempt"],
-                                                 "pid": self.child.pid})
+                                                 "pid": self.task.pids[0], "pids": self.task.pids})
         except Exception as exc:
             _log("could not tell the AM the task started: %s" % exc)
 
@@ -360,8 +331,8 @@ class Executor:
         send is retried with the next; at most a few minutes of samples are kept)."""
         pending = []
         while not self.done.wait(every):
-            child, attempt = self.child, self.child_attempt
-            devices = self.gpu.sample() if child is not None and child.poll() is None else None
+            task, attempt = self.task, self.task_attempt
+            devices = self.gpu.sample() if task is not None and task.running() else None
             if devices:
                 pending.append({"time": round(time.time(), 3), "attempt": attempt, "devices": devices})
                 del pending[:-60]
@@ -374,52 +345,66 @@ class Executor:
             except Exception:  # the AM is busy or gone: the main loop handles a lost AM
                 pass
 
-    def stop_child(self, grace):
-        """SIGTERM to the task's processes, SIGKILL to what is left after ``grace`` seconds.
-
-        A task that exits sooner is not waited for: the wait ends with its last process.
-        """
-        if self.child is None or self.child.poll() is not None:
+    def stop_task(self, grace, since=None):
+        """SIGTERM to the task's processes (and theirs), SIGKILL to what is left after ``grace``
+        seconds. A task that exits sooner is not waited for: the wait ends with its last process.
+        ``since``: when they got SIGTERM already."""
+        task = self.task
+        if task is None or (since is None and task.poll()):
             return
         self.stopping = True
-        started = time.monotonic()
-        deadline = started + grace
-        proctree.signal_tree(self.child.pid, signal.SIGTERM)
-        try:
-            self.child.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        while proctree.descendants() and time.monotonic() < deadline:  # the command's own children
-            time.sleep(0.02)
-        exited = self.child.poll() is not None
-        left = proctree.descendants()
-        proctree.signal_tree(self.child.pid, signal.SIGKILL)
-        self.child.wait()
-        self.killed = not exited or bool(left)
+        started = since or time.monotonic()
+        self.killed = task.stop(grace, since)
         if self.killed:
             _log("the task did not exit within the %g s grace after SIGTERM: sent SIGKILL" % grace)
         else:
             _log("the task exited on SIGTERM in %.2f s (grace %g s)" % (time.monotonic() - started, grace))
 
-    def check_child(self):
-        if self.child is None or self.child.poll() is None:
+    def check_task(self):
+        """Report the task's end: at its first failed process (whose siblings are then stopped),
+        or once every process has exited (0: the task succeeded; stopped: how it ended)."""
+        task = self.task
+        if task is None:
             return
-        code = self.child.returncode
-        if code < 0:
-            code = 128 - code  # like a shell: killed by signal N -> 128+N
+        ended = task.poll()
+        if task.failure and not task.reported and not self.stopping:
+            rank, code = task.failure
+            task.reported = True
+            since = time.monotonic() if task.running() else None
+            if since:  # the others: SIGTERM at once, the grace waited for once reported
+                _log("local rank %d exited with code %d: stopping the task's other processes" % (rank, code))
+                task.signal(signal.SIGTERM)
+            self.report_exit(self.task_attempt, code, stopped=False,
+                             local_rank=rank if len(task) > 1 else None, tail=task.stderr_tail(rank))
+            if since:
+                self.stop_task(self.grace, since)
+                ended = True
+        if not ended:
+            return
+        task.kill()  # whatever the processes left behind
+        self.task = None
+        if task.reported:
+            return
+        code = task.task_exit_code()
         if self.stopping and self.killed:
             code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
-        proctree.signal_tree(None, signal.SIGKILL)  # whatever the command left behind
-        attempt, stopped = self.child_attempt, self.stopping
-        self.child = None
-        self.report_exit(attempt, code, stopped)
+        self.report_exit(self.task_attempt, code, self.stopping)
 
-    def report_exit(self, attempt, code, stopped):
+    def report_exit(self, attempt, code, stopped, local_rank=None, tail=None):
+        """``tail``: the failed process's stderr, when captured; else read from the executor's
+        stderr file (one process), where it is a file."""
         body = {"executor": self.executor_id, "attempt": attempt, "exit_code": code, "stopped": stopped}
-        if code != 0 and not stopped and self.stderr_start:
-            tail = stderr_tail(*self.stderr_start)
+        if local_rank is not None:
+            body["local_rank"] = local_rank
+        if code != 0 and not stopped:
             if tail is not None:
-                body["stderr_tail"], body["stderr_log"] = tail, self.stderr_start[0]
+                tail = _sibling("stderr").stderr_report(tail)
+            elif self.stderr_start:
+                tail = _sibling("stderr").stderr_tail(*self.stderr_start)
+            if tail is not None:
+                body["stderr_tail"] = tail
+            if self.stderr_start:
+                body["stderr_log"] = self.stderr_start[0]
         try:
             self.am.call("POST", "/v1/exit", body)
         except Exception as exc:
@@ -430,24 +415,24 @@ class Executor:
         self.register()
         am_client.start_thread(self.poll_forever)
         while True:
-            self.check_child()
+            self.check_task()
             try:
-                instr = self.instructions.get(timeout=0.05 if self.child else 1.0)
+                instr = self.instructions.get(timeout=0.05 if self.task else 1.0)
             except Empty:
                 continue
             op = instr["op"]
             if op == "run":
-                if self.child is None:
+                if self.task is None:
                     self.start(instr)
             elif op == "register":
-                self.stop_child(self.grace)
-                self.check_child()
+                self.stop_task(self.grace)
+                self.check_task()
                 self.register(instr.get("attempt"))
             elif op in ("exit", "am-lost"):
                 if op == "am-lost":
                     _log(instr.get("why", "the AM is gone"))
-                self.stop_child(self.grace)
-                self.check_child()
+                self.stop_task(self.grace)
+                self.check_task()
                 self.done.set()
                 if op == "exit":
                     try:
@@ -473,7 +458,7 @@ def main():
 
     def on_signal(signum, frame):
         proctree.kill_escaped()
-        executor.stop_child(executor.grace)
+        executor.stop_task(executor.grace)
         sys.exit(128 + signum)
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -482,7 +467,7 @@ def main():
         code = executor.run()
     except (ConnectionError, RuntimeError) as exc:
         _log(str(exc))
-        executor.stop_child(executor.grace)
+        executor.stop_task(executor.grace)
         code = 1
     sys.exit(code)
 

@@ -42,6 +42,20 @@ def visible_gpu_ids(env, count):
     return out
 
 
+def task_env(envs):
+    """The environment that names a task's GPUs, from its processes' environments: their
+    ``CUDA_VISIBLE_DEVICES`` (every process sees the task's GPUs, as under torchrun), each GPU
+    once should they differ; the first environment's where one leaves it unset (all GPUs)."""
+    seen = []
+    for env in envs:
+        if "CUDA_VISIBLE_DEVICES" not in env:
+            return envs[0]
+        for item in env["CUDA_VISIBLE_DEVICES"].split(","):
+            if item.strip() and item.strip() not in seen:
+                seen.append(item.strip())
+    return dict(envs[0], CUDA_VISIBLE_DEVICES=",".join(seen))
+
+
 class GpuSampler:
     """Utilization and memory of the task's GPUs through NVML, loaded with ctypes.
 

@@ -37,6 +37,8 @@ MAX_TASK_ARGS_BYTES = 1 << 20
 MAX_INSTANCES = 1000
 MAX_VCORES = 1024
 MAX_GPUS = 64
+#: roles.R.processes: as many as the most GPUs a task may have.
+MAX_PROCESSES = 64
 MAX_GANG_SECONDS = 24 * 3600
 MAX_JOB_SECONDS = 366 * 24 * 3600
 

@@ -8,7 +8,7 @@ rules and limits live in ``fields.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..states import RestartPolicy
 from ..units import format_memory
@@ -16,10 +16,15 @@ from ..units import format_memory
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
 #: A role's fields in the job file, in the order ``RoleSpec.to_dict`` writes them.
-ROLE_FIELDS = ("instances", "resources", "command", "env", "docker", "node_label", "tracked")
+ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker", "node_label", "tracked")
+#: ``processes: gpus``: one process per GPU of the role's tasks.
+PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags", "shared_dir")
+              "environment", "tags", "shared_dir", "tensorboard")
+#: The role of the task that runs the job's TensorBoard (the ``tensorboard`` field); every
+#: framework knows it and leaves it untracked.
+TENSORBOARD_ROLE = "tensorboard"
 NETWORKS = ("host", "bridge", "none")
 #: 3 s: enough for a task to flush logs and close files on SIGTERM, short enough that a
 #: framework that ignores SIGTERM adds little to each gang restart (YARN's own SIGTERM-SIGKILL
@@ -66,7 +71,8 @@ class Timeouts:
     #: How long a task may take to exit after SIGTERM (job end, gang restart, kill) before
     #: SIGKILL. A task that exits sooner is not waited for. The trade-off: time to write a
     #: checkpoint on SIGTERM against time added to every restart by a task that never exits
-    #: on SIGTERM (TensorFlow catches it once its strategy is up).
+    #: on SIGTERM (TensorFlow's MultiWorkerMirroredStrategy catches it once made, and trains
+    #: on unless the program uses PreemptionCheckpointHandler: docs/restarts.md).
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
     #: An executor silent this long is declared lost (a machine that dies closes no connection):
     #: its container is released and replaced, a failure under the restart policy. Executors
@@ -96,6 +102,20 @@ class EnvironmentSpec:
 
 
 @dataclass(frozen=True)
+class TensorBoardSpec:
+    """The job file's ``tensorboard`` section: TensorBoard runs beside the job as the task
+    ``tensorboard:0``, reading ``logdir``, which every task finds in ``SUBM_TENSORBOARD_DIR``.
+
+    ``logdir``: an absolute path every task can write to, or a URI TensorBoard reads
+    (``hdfs://...``, ``gs://...``); None: ``tensorboard/`` in the job's shared folder."""
+
+    logdir: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"logdir": self.logdir} if self.logdir else {}
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     name: str
     command: str
@@ -106,12 +126,21 @@ class RoleSpec:
     node_label: Optional[str] = None
     #: None: the framework decides (e.g. TensorFlow ``ps`` is untracked).
     tracked: Optional[bool] = None
+    #: Processes each task starts, as the job file gives it: a number, or ``PER_GPU`` (one per
+    #: GPU of ``resources.gpus``). ``process_count`` is the number.
+    processes: Union[int, str] = 1
+
+    @property
+    def process_count(self) -> int:
+        """How many processes each of the role's tasks starts (torchrun's ``nproc_per_node``)."""
+        return self.resources.gpus if self.processes == PER_GPU else int(self.processes)
 
     def to_dict(self) -> Dict[str, Any]:
         values: Dict[str, Any] = {
             "instances": self.instances,
+            "processes": None if self.processes == 1 else self.processes,
             "resources": self.resources.to_dict(),
-            "command": self.command,
+            "command": self.command or None,  # none: the job's TensorBoard (see TensorBoardSpec)
             "env": dict(self.env),
             "docker": self.docker.to_dict() if self.docker else None,
             "node_label": self.node_label or None,
@@ -136,6 +165,9 @@ class JobSpec:
     #: YARN: an absolute path every node mounts (NFS...); each job gets a subfolder there,
     #: its tasks' SUBM_SHARED_DIR. The local backend always has one (in the job's folder).
     shared_dir: Optional[str] = None
+    #: TensorBoard beside the job (None: none). Its task is the role TENSORBOARD_ROLE, in
+    #: ``roles`` like any other (spelled out in the job file, or added with the defaults).
+    tensorboard: Optional[TensorBoardSpec] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -159,5 +191,7 @@ class JobSpec:
             d["tags"] = list(self.tags)
         if self.shared_dir:
             d["shared_dir"] = self.shared_dir
+        if self.tensorboard:
+            d["tensorboard"] = self.tensorboard.to_dict()
         return d
 

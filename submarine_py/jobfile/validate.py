@@ -11,21 +11,25 @@ import difflib
 import os
 import re
 import shlex
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import ProblemCollector, SpecError
 from ..states import RestartPolicy
 from ..units import parse_memory
 from .fields import (
     ENV_NAME, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_LOST_AFTER_SECONDS,
-    MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
+    MAX_PROCESSES, MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
     exec_limit_problems, join_path, mount_problem, show,
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, RESTART_POLICIES, ROLE_FIELDS,
-    DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec, Timeouts,
+    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, PER_GPU, RESTART_POLICIES,
+    ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec,
+    TensorBoardSpec, Timeouts,
 )
+
+#: A URI of a filesystem TensorBoard reads (``hdfs://nn/logs``, ``gs://bucket/logs``).
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
 
 #: More rules a spec must pass (a backend's ``check``): its problems, as ``(path, message)``.
 Rules = Callable[[JobSpec], List[Tuple[str, str]]]
@@ -114,7 +118,10 @@ class Builder(ProblemCollector):
         restart = self.restart(data.get("restart"))
         timeouts = self.timeouts(data.get("timeouts"))
         docker = self.docker(data.get("docker"), "docker")
-        roles = self.roles(data.get("roles"), docker)
+        tensorboard = self.tensorboard(data)
+        roles = self.roles(data.get("roles"), docker, with_tensorboard=tensorboard is not None)
+        if tensorboard is not None and roles:
+            self.tensorboard_role(data.get("roles"), roles, docker)
         files = self.files(data.get("files"))
         environment = self.environment(data.get("environment"))
         tags = self.tags(data.get("tags"))
@@ -124,7 +131,7 @@ class Builder(ProblemCollector):
                                                   "unpacked; choose another destination")
         spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
                        timeouts=timeouts, files=files, docker=docker, environment=environment,
-                       tags=tags, shared_dir=shared_dir)
+                       tags=tags, shared_dir=shared_dir, tensorboard=tensorboard)
         if not self.problems:
             from ..frameworks import get_framework
 
@@ -158,7 +165,8 @@ class Builder(ProblemCollector):
                 lost_s = float(lost)
         return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s)
 
-    def roles(self, value: Any, job_docker: Optional[DockerSpec]) -> Dict[str, RoleSpec]:
+    def roles(self, value: Any, job_docker: Optional[DockerSpec],
+              with_tensorboard: bool = False) -> Dict[str, RoleSpec]:
         if value is None:
             self.fail("roles", "is required: at least one role, e.g. roles: {worker: {command: ...}}")
             return {}
@@ -177,24 +185,28 @@ class Builder(ProblemCollector):
                 self.fail(path, f"differs from role '{folded[name.lower()]}' only in case; give roles distinct names")
                 continue
             folded[name.lower()] = name
-            role = self.role(name, raw, path, job_docker)
+            role = self.role(name, raw, path, job_docker,
+                             command_optional=with_tensorboard and name == TENSORBOARD_ROLE)
             if role is not None and role.instances > 0:
                 out[name] = role
         if value and not out and not self.problems:
             self.fail("roles", "every role has instances: 0; the job would run nothing")
         return out
 
-    def role(self, name: str, raw: Any, path: str, job_docker: Optional[DockerSpec]) -> Optional[RoleSpec]:
+    def role(self, name: str, raw: Any, path: str, job_docker: Optional[DockerSpec],
+             command_optional: bool = False) -> Optional[RoleSpec]:
+        """``command_optional``: the job's TensorBoard role, whose command the plan gives."""
         if not isinstance(raw, dict):
             self.fail(path, f"expected a mapping with at least 'command', got {show(raw)}")
             return None
         self.mapping(raw, path, ROLE_FIELDS)
         instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1, maximum=MAX_INSTANCES)
         resources = self.resources(raw.get("resources"), f"{path}.resources")
+        processes = self.processes(raw.get("processes"), f"{path}.processes", resources)
         command = raw.get("command")
         if isinstance(command, list) and command and all(isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command):
             command = shlex.join(str(c) for c in command)
-        command = self.string(command, f"{path}.command", required=True) or ""
+        command = self.string(command, f"{path}.command", required=not command_optional) or ""
         env = self.env(raw.get("env"), f"{path}.env")
         for where, problem in exec_limit_problems(command, env, path):
             self.fail(where, problem)
@@ -205,7 +217,65 @@ class Builder(ProblemCollector):
             self.fail(f"{path}.tracked", f"expected true or false, got {show(tracked)}")
             tracked = None
         return RoleSpec(name=name, command=command, instances=instances, resources=resources,
-                        env=env, docker=docker, node_label=node_label or None, tracked=tracked)
+                        env=env, docker=docker, node_label=node_label or None, tracked=tracked,
+                        processes=processes)
+
+    def tensorboard(self, data: Dict[str, Any]) -> Optional[TensorBoardSpec]:
+        """``tensorboard``: present (``{}``, or nothing after the colon), TensorBoard runs beside the
+        job; ``logdir``: an absolute path every task can write to, or a URI TensorBoard reads."""
+        if "tensorboard" not in data:
+            return None
+        d = self.mapping(data["tensorboard"], "tensorboard", ("logdir",))
+        logdir = self.string(d.get("logdir"), "tensorboard.logdir")
+        if not logdir:  # an empty string (a template default of "") means unset
+            return TensorBoardSpec()
+        if URI.match(logdir):
+            return TensorBoardSpec(logdir=logdir)
+        if not os.path.isabs(logdir) or ".." in logdir.split("/"):
+            self.fail("tensorboard.logdir", f"expected an absolute path (without '..') that every task can "
+                                            f"write to, or a URI TensorBoard reads (hdfs://..., gs://...), "
+                                            f"got {logdir!r}")
+            return TensorBoardSpec()
+        return TensorBoardSpec(logdir=os.path.normpath(logdir))
+
+    def tensorboard_role(self, raw_roles: Any, roles: Dict[str, RoleSpec], job_docker: Optional[DockerSpec]) -> None:
+        """With the ``tensorboard`` field, its task ``tensorboard:0``: the role as the job file
+        spells it out (resources, image, node label, env, flags in a command of its own), else
+        one with the defaults, added to ``roles``."""
+        path = f"roles.{TENSORBOARD_ROLE}"
+        raw = raw_roles.get(TENSORBOARD_ROLE) if isinstance(raw_roles, dict) else None
+        if isinstance(raw, dict):
+            instances = raw.get("instances", 1)
+            if instances != 1 and not any(p == f"{path}.instances" for p, _ in self.problems):
+                self.fail(f"{path}.instances", f"the job's TensorBoard (the tensorboard field) is one task: "
+                                               f"expected 1, got {show(instances)}")
+            if raw.get("tracked") is True:
+                self.fail(f"{path}.tracked", "the job's TensorBoard serves until the job ends and never "
+                                             "decides it: it cannot be tracked")
+        role = roles.get(TENSORBOARD_ROLE)
+        if role is None:
+            roles[TENSORBOARD_ROLE] = RoleSpec(name=TENSORBOARD_ROLE, command="", docker=job_docker)
+        elif role.process_count != 1:
+            self.fail(f"{path}.processes", f"TensorBoard runs one process: at most 1, got {show(role.processes)}")
+
+    def processes(self, value: Any, path: str, resources: Resources) -> Union[int, str]:
+        """``processes``: a whole number from 1 to MAX_PROCESSES, or ``gpus`` (one process per
+        GPU of ``resources.gpus``, which must then be at least 1). Which frameworks and roles
+        take more than one is the framework's ``check``."""
+        if value is None:
+            return 1
+        if value == PER_GPU:
+            gpus_path = f"{path.rsplit('.', 1)[0]}.resources.gpus"
+            if resources.gpus < 1 and not any(p == gpus_path for p, _ in self.problems):
+                self.fail(path, f"'{PER_GPU}' starts one process per GPU of the task, but {gpus_path} "
+                                f"is {resources.gpus}; ask for GPUs or give a number of processes")
+                return 1
+            return PER_GPU
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROCESSES:
+            self.fail(path, f"expected a whole number from 1 to {MAX_PROCESSES}, or '{PER_GPU}' "
+                            f"(one process per GPU), got {show(value)}")
+            return 1
+        return value
 
     def resources(self, value: Any, path: str) -> Resources:
         d = self.mapping(value, path, ("memory", "vcores", "gpus"))

@@ -13,8 +13,8 @@ Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
 """
 from __future__ import annotations
 
-import codecs
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -29,15 +29,17 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tu
 
 import requests
 
-from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...home import subm_home
-from ...jobfile.model import JobSpec
+from ...jobfile.files import source_problems
+from ...jobfile.model import TENSORBOARD_ROLE, JobSpec
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
 from ...states import JobState, Phase
 from ..base import KILLED_BY_USER, Backend, Problem
+from ..logs import LogFile, LogOutput, missing_attempt, read_tail
 
 AM_START_SECONDS = 30
 #: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
@@ -80,11 +82,12 @@ class LocalRequest:
 class LocalBackend(Backend):
     name = "local"
     poll_seconds = 0.1
-    one_host = True
+    #: The AM processes this process started, by job: reaped by whichever instance sees the job
+    #: end (the Python API asks a new instance for each call).
+    _children: Dict[str, subprocess.Popen] = {}
 
     def __init__(self, home: Optional[str] = None):
         self.root = os.path.join(home or subm_home(), "local")
-        self._children: Dict[str, subprocess.Popen] = {}
 
     # -- paths ------------------------------------------------------------------
     def job_dir(self, app_id: str, must_exist: bool = True) -> str:
@@ -100,10 +103,12 @@ class LocalBackend(Backend):
         return os.path.join(self.root, app_id, SHARED_DIR)
 
     def check(self, spec: JobSpec) -> List[Problem]:
-        """Its own rule: file sources it cannot copy (URLs are for YARN's localization)."""
-        return [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
-                                  f"fetch {src}; give a local path (or run on YARN)")
-                for dest, src in spec.files.items() if "://" in src]
+        """Its own rules: file sources it cannot copy (URLs are for YARN's localization); the
+        job's TensorBoard needs TensorBoard where it runs."""
+        problems = [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
+                                      f"fetch {src}; give a local path (or run on YARN)")
+                    for dest, src in spec.files.items() if "://" in src]
+        return problems + _tensorboard_problems(spec)
 
     def check_cluster(self, plan: Plan) -> None:
         """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
@@ -136,6 +141,9 @@ class LocalBackend(Backend):
     # -- submit -------------------------------------------------------------------
     def submit(self, request: LocalRequest, *, detach: bool = False) -> str:
         app_id, job_dir = request.app_id, request.job_dir
+        missing = source_problems(request.plan.job.files)  # gone since validation: the AM copies them
+        if missing:
+            raise SpecError(missing)
         os.makedirs(job_dir)
         meta = dict(request.job, submitted_at=time.time(), detached=detach)
         with open(os.path.join(job_dir, "job.json"), "w") as f:
@@ -262,41 +270,66 @@ class LocalBackend(Backend):
         return local_machine()
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
-             follow: bool = False) -> None:
+             follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
+        """Every attempt of a task is in one file (``logs/R-I.stdout``, ``.stderr``), each begun by
+        its header line: ``attempt`` keeps that attempt's part (see ``backends/logs.py``)."""
         job_dir = self.job_dir(app_id)
         # Matched exactly: role names may contain '-', and "worker-*" would also match "worker-eval".
         exact = re.compile(rf"^{re.escape(role) if role else '.+'}-{index if index is not None else r'[0-9]+'}"
                            r"\.(stdout|stderr)$")
         files = sorted(p for p in glob.glob(os.path.join(job_dir, "logs", "*")) if exact.match(os.path.basename(p)))
-        if role is None and index is None:
-            files.insert(0, os.path.join(job_dir, "am.log"))
         if not files:
             raise JobNotFoundError(f"no logs for {role or 'any role'}{'' if index is None else ':' + str(index)} "
                                    f"in {app_id}; roles: {', '.join(_roles(job_dir)) or 'none yet'}")
-        offsets = {p: 0 for p in files}
-        decoders = {p: codecs.getincrementaldecoder("utf-8")("replace") for p in files}
+        output = LogOutput(out)
+        views = [(p, LogFile(output, os.path.relpath(p, job_dir), attempt=attempt, tail=tail)) for p in files]
+        if role is None and index is None:  # the AM's decisions, whole: they span every attempt
+            views.insert(0, (os.path.join(job_dir, "am.log"), LogFile(output, "am.log", tail=tail)))
         while True:
-            for p in files:
-                titled = follow and offsets[p] > 0
-                try:
-                    with open(p, "rb") as f:
-                        f.seek(offsets[p])
-                        # In pieces: memory stays flat whatever the log's size.
-                        for data in iter(lambda: f.read(LOG_CHUNK), b""):
-                            if not titled:
-                                out.write(f"==> {os.path.relpath(p, job_dir)} <==\n")
-                                titled = True
-                            out.write(decoders[p].decode(data))
-                            offsets[p] += len(data)
-                        out.flush()
-                except OSError:
-                    continue
-            if not follow or self.status(app_id).final:
-                if follow:
-                    follow = False
-                    continue
+            # Asked before reading: once the job is final, this read is the last and gets everything.
+            last = not follow or self.status(app_id).final
+            for path, view in views:
+                _read_log(path, view)
+            if last:
+                for _, view in views:
+                    view.close()
+                missing_attempt([view for _, view in views], attempt, app_id)
                 return
             time.sleep(0.5)
+
+
+def _read_log(path: str, view: LogFile) -> None:
+    """Hand ``view`` what ``path`` gained since its last read."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if view.tail_from_end:
+                def read(start: int, end: int) -> bytes:
+                    f.seek(start)
+                    return f.read(end - start)
+
+                data, reached = read_tail(size, view.tail_lines, read)
+                view.feed(data, offset=reached)
+            else:
+                f.seek(view.offset)
+                # In pieces: memory stays flat whatever the log's size.
+                for data in iter(lambda: f.read(LOG_CHUNK), b""):
+                    view.feed(data)
+    except OSError:
+        pass
+    view.read_done()
+
+
+def _tensorboard_problems(spec: JobSpec) -> List[Problem]:
+    """The job's TensorBoard runs as a process of this interpreter here (its tasks' ``python3``
+    is this one): TensorBoard must be importable by it. Not checked where TensorBoard runs in
+    a Docker image, or runs a command of the job file's own."""
+    role = spec.roles.get(TENSORBOARD_ROLE) if spec.tensorboard is not None else None
+    if role is None or role.docker or role.command or importlib.util.find_spec("tensorboard") is not None:
+        return []
+    return [("tensorboard", f"TensorBoard is not installed for {sys.executable}, which runs the job's tasks "
+                            "on this machine: pip install tensorboard (or 'submarine-py[tensorboard]') into "
+                            "that environment")]
 
 
 def _with_submission(job_dir: str, report: JobReport) -> JobReport:

@@ -39,6 +39,10 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
             "-v", f"{executor_path}:{EXECUTOR_IN_CONTAINER}:ro",
             *executor_siblings(executor_path),
             "--memory", f"{task.resources.memory_mb}m", "--cpus", str(task.resources.vcores)]
+    if task.processes > 1:
+        # Processes of one task talk through /dev/shm (NCCL, DataLoader workers): Docker's 64 MiB
+        # is too small for them. Its pages count against --memory, which bounds it anyway.
+        argv += ["--shm-size", f"{task.resources.memory_mb}m"]
     if shared_dir:
         argv += ["-v", f"{shared_dir}:{shared_dir}:rw"]
     if os.getuid() != 0:

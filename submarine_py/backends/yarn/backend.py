@@ -7,7 +7,6 @@ REST APIs.
 """
 from __future__ import annotations
 
-import codecs
 import functools
 import json
 import os
@@ -20,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from dataclasses import replace as replace_options
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...home import subm_home
@@ -33,8 +32,9 @@ from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle
 from ...am.process import SIGNALLED
 from . import rules, shipping
+from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, node_log_sizes, stream_node_log, yarn_user
+from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, yarn_user
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
@@ -42,9 +42,6 @@ STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBM
                 "KILLED": JobState.KILLED}
 #: YARN application states after which nothing changes.
 YARN_ENDED = ("FINISHED", "FAILED", "KILLED")
-TASK_LOG_FILES = ("stdout", "stderr")
-#: The master script's stdout and stderr in skein's AM container: the Python AM's log.
-AM_LOG_FILE = "application.driver.log"
 
 
 @dataclass(frozen=True)
@@ -306,7 +303,7 @@ class YarnBackend(Backend):
         node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
         if not node or not cid:
             return None
-        data = node_log(node, cid, "subm-report.json")
+        data = node_log(node, cid, AM_REPORT_FILE)
         if not data:
             return None
         try:
@@ -356,68 +353,10 @@ class YarnBackend(Backend):
         return yarn_cluster(rm.url, rm.nodes(), rm.scheduler(), rm.resource_types())
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
-             follow: bool = False) -> None:
-        copier = _LogCopier(out)
-        with_am = role is None and index is None
-        while True:
-            report = self.status(app_id)
-            if with_am:  # like the local backend: the AM's log (its decisions) first
-                self._copy_am_log(app_id, copier)
-            tasks = [t for t in report.tasks
-                     if (role is None or t.role == role) and (index is None or t.index == index)]
-            # Once the AM answers, it knows every task: an unknown role/index will never appear.
-            if not tasks and (report.tasks or report.final) and not with_am:
-                known = sorted({t.role for t in report.tasks})
-                raise JobNotFoundError(f"no task {role or ''}{'' if index is None else ':' + str(index)} in "
-                                       f"{app_id}; roles: {', '.join(known) or 'none'}")
-            for t in tasks:
-                node, cid = t.node_http, t.container_id
-                if node and cid:
-                    copier.copy(node, cid, TASK_LOG_FILES, f"{t.id} {{name}} ({cid})")
-            if not follow or report.final:
-                return
-            time.sleep(1.0)
-
-    def _copy_am_log(self, app_id: str, copier: "_LogCopier") -> None:
-        """Write what is new in the AM's own log (skein's application.driver.log)."""
-        try:
-            attempt = self.rm.am_container(app_id)
-        except (BackendError, JobNotFoundError):
-            return
-        node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
-        if node and cid:
-            copier.copy(node, cid, (AM_LOG_FILE,), f"ApplicationMaster ({cid})")
-
-
-class _LogCopier:
-    """Copies what container log files gained since the last call, streamed from their
-    NodeManager from the offset reached (a title before each file's first bytes)."""
-
-    def __init__(self, out: TextIO):
-        self.out = out
-        self.offsets: Dict[str, int] = {}
-        self.decoders: Dict[str, Any] = {}
-
-    def copy(self, node: str, cid: str, names: Tuple[str, ...], title: str) -> None:
-        sizes = node_log_sizes(node, cid)
-        if not sizes:
-            return
-        for name in names:
-            key = f"{cid}/{name}"
-            if name not in sizes or sizes[name] <= self.offsets.get(key, 0):
-                continue
-            decoder = self.decoders.setdefault(key, codecs.getincrementaldecoder("utf-8")("replace"))
-
-            def write(data: bytes, key: str = key, name: str = name) -> None:
-                if key not in self.offsets:
-                    self.out.write(f"==> {title.format(name=name)} <==\n")
-                    self.offsets[key] = 0
-                self.out.write(decoder.decode(data))
-
-            reached = stream_node_log(node, cid, name, self.offsets.get(key, 0), write, known_size=sizes[name])
-            if reached is not None and key in self.offsets:
-                self.offsets[key] = reached
-            self.out.flush()
+             follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
+        """From the NodeManagers: every AM attempt's log and each task's containers' logs,
+        those of earlier AM attempts too (see ``app_logs.py``)."""
+        write_app_logs(self, app_id, out, role=role, index=index, follow=follow, attempt=attempt, tail=tail)
 
 
 def _killed_tasks_settled(report: Optional[JobReport]) -> Optional[JobReport]:

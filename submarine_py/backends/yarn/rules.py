@@ -61,6 +61,7 @@ def problems(spec: JobSpec) -> List[Problem]:
     out += _files(spec)
     out += _environment(spec)
     out += _tags(spec)
+    out += _tensorboard(spec)
     if spec.shared_dir and not MOUNT_PATH.match(spec.shared_dir):  # a Docker mount too
         out.append(("shared_dir", f"paths may hold letters, digits and / . _ + @ = ~ - (YARN passes it "
                                   f"through a shell script), got {show(spec.shared_dir)}"))
@@ -105,6 +106,16 @@ def _environment(spec: JobSpec) -> List[Problem]:
         out.append(("environment.archive", f"the name {base_name(env.archive)!r}: {FILE_NAME_RULE} "
                                            "(YARN names the copy after it)"))
     return out
+
+
+def _tensorboard(spec: JobSpec) -> List[Problem]:
+    """The job's TensorBoard reads what every task writes, on whichever node each runs: a log
+    folder on this machine would be a different folder on each node."""
+    if spec.tensorboard is None or spec.tensorboard.logdir or spec.shared_dir:
+        return []
+    return [("tensorboard", "on YARN, TensorBoard reads a log folder every task can write to: set shared_dir "
+                            "(a path every node mounts; TensorBoard then reads tensorboard/ in the job's "
+                            "subfolder) or tensorboard.logdir (such a path, or a URI like hdfs://...)")]
 
 
 def _tags(spec: JobSpec) -> List[Problem]:

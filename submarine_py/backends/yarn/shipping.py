@@ -18,6 +18,7 @@ import tarfile
 from typing import Dict, Mapping
 
 from ...errors import SpecError
+from ...jobfile.files import source_problem
 
 #: Names in the container's working directory (reserved by the spec's validation).
 FILES_ARCHIVE = ".subm-files.tar.gz"
@@ -54,8 +55,8 @@ def pack_files(files: Mapping[str, str], out: str) -> None:
             for dest, src in sorted(local_sources(files).items()):
                 try:
                     tar.add(os.path.realpath(src), arcname=dest, recursive=True)
-                except OSError as exc:
-                    raise SpecError([(f"files.{dest}", f"cannot read {src} to ship it: "
-                                                       f"{exc.strerror or exc}")]) from None
+                except OSError as exc:  # gone (or changed) since validation
+                    raise SpecError([(f"files.{dest}", source_problem(src) or f"cannot read {src} to ship "
+                                                       f"it: {exc.strerror or exc}")]) from None
     except OSError as exc:
         raise SpecError([("files", f"cannot write the files' archive {out}: {exc}")]) from None
