@@ -16,8 +16,10 @@
 #                   (${XDG_CACHE_HOME:-~/.cache}/subm-rig/java; /opt/subm-rig/java with RIG_DOCKER=1),
 #                   unless JAVA_HOME is Java 8 or 11
 #   RIG_DOCKER=1    Docker mode (root only): the NodeManagers run the LinuxContainerExecutor with
-#                   YARN's Docker runtime, configured by the files `subm hadoop-conf` renders;
-#                   see "Docker mode" below and scripts/rig-docker.sh
+#                   YARN's Docker runtime, configured by the files `subm hadoop-conf` renders
+#                   (Hadoop 3.1.2 unless RIG_HADOOP_VERSION; jobs as SUBM_RIG_USER, default subm);
+#                   what it adds to the shared rig's Docker mode: scripts/rig-docker.sh and
+#                   "The Docker-mode rig" in docs/testing.md
 #
 # On top of up.sh, the ResourceManager gets (then restarts once with them, its NodeManagers
 # stopped meanwhile and started afresh after it):
