@@ -247,3 +247,40 @@ def test_yarn_never_asks_after_containers_of_a_job_without_images(monkeypatch):
     yc.next_poll = yc.next_probe = 0.0
     assert yc.poll() == []
     assert all(states != ("RUNNING",) for _, states in app.asked)
+
+
+# -- the client: a decided failure is the end, though YARN starts an attempt to repeat it ------------
+
+def _client_with(monkeypatch, attempts, saved):
+    from submarine_py.backends.yarn import backend as yarn_backend
+
+    monkeypatch.setattr(yarn_backend, "node_log", lambda node, cid, name, **kw: saved.get(cid))
+    client = yarn_backend.YarnBackend.__new__(yarn_backend.YarnBackend)
+    client._rm = SimpleNamespace(app_attempts=lambda app_id: attempts)
+    monkeypatch.setattr(yarn_backend.YarnBackend, "rm", property(lambda self: self._rm), raising=False)
+    return client
+
+
+def _saved(state: str, phase: str, restart: dict) -> bytes:
+    import json
+
+    return json.dumps({"app_id": "application_1_1", "state": state, "phase": phase, "attempts": 1,
+                       "spec": {"name": "t", "restart": restart}}).encode()
+
+
+@pytest.mark.parametrize("state, phase, restart, attempt, taken", [
+    ("FAILED", "DONE", {"policy": "gang", "max_restarts": 5}, 1, True),      # YARN's attempt 2 only repeats it
+    ("FAILED", "FINISHING", {"policy": "gang", "max_restarts": 5}, 1, True),
+    ("FAILED", "DONE", {"policy": "gang", "max_restarts": 5}, 2, False),     # the last attempt: YARN ends it
+    ("FAILED", "DONE", {"policy": "never", "max_restarts": 0}, 1, False),    # one attempt: YARN ends it
+    ("SUCCEEDED", "DONE", {"policy": "gang", "max_restarts": 5}, 1, False),  # skein unregisters at once
+    ("RUNNING", "RUNNING", {"policy": "gang", "max_restarts": 5}, 1, False),  # an AM lost mid-job
+])
+def test_the_client_takes_a_failure_yarn_will_only_repeat_as_the_end(monkeypatch, state, phase, restart, attempt,
+                                                                      taken):
+    attempts = [{"id": i, "nodeHttpAddress": "n1:8042", "containerId": f"c{i}"} for i in range(1, attempt + 1)]
+    client = _client_with(monkeypatch, attempts, {f"c{attempt}": _saved(state, phase, restart)})
+    decided = client._decided("application_1_1")
+    assert (decided is not None) == taken
+    if taken:
+        assert decided.state.value == state
