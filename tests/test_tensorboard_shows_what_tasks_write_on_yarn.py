@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import importlib.util
+import textwrap
 import re
 from typing import Any, Dict, List
 from urllib.parse import urlparse
@@ -79,7 +80,8 @@ def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(ki
     spec, runs = JOBS[kind]
     shared_root = tmp_path / "nfs"
     shared_root.mkdir()
-    job = write_job(tmp_path / "job", spec + f"shared_dir: {shared_root}\ntags: [subm-test]\n",
+    # write_job dedents the whole text: the spec's own indentation must go before adding to it.
+    job = write_job(tmp_path / "job", textwrap.dedent(spec) + f"shared_dir: {shared_root}\ntags: [subm-test]\n",
                     files={"tensorboard_scalars.py": PROGRAM.read_text()})
     rc, out, err = subm("run", str(job), "--backend", "yarn", "--detach", env=YARN)
     assert rc == 0, err
