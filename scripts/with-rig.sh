@@ -9,6 +9,8 @@
 # (/tmp/yarn-rig on localhost) is neither used nor disturbed. The command gets
 # HADOOP_CONF_DIR/HADOOP_HOME/JAVA_HOME for it, its own skein config (SKEIN_CONFIG) and
 # skein drivers (SUBM_SKEIN_HOME).
+# With RIG_DOCKER=1 the rig is rig.sh's Docker mode (root only), and the command also gets
+# SUBM_DOCKER_RIG naming it (what the docker_yarn tests read).
 # The command's exit status is this script's.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,6 +32,7 @@ bash "$repo/scripts/rig.sh" up "$dir" || { rc=1; echo "with-rig.sh: the rig did 
 # shellcheck disable=SC1091
 source "$dir/env.sh"
 export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers
+if [ "${RIG_DOCKER:-}" = 1 ]; then export SUBM_DOCKER_RIG=$dir; fi
 # In the background, so that a TERM to this script reaches the command too; a background
 # command would ignore SIGINT (bash's rule without job control), which tests of Ctrl-C need.
 ( trap - INT QUIT; exec "$@" ) &

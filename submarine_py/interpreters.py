@@ -70,3 +70,24 @@ def shell_path(python: str, folder: str = YARN_BIN_DIR) -> str:
     # line runs in YARN's container (a "$(...)" in it would run there).
     own = os.path.dirname(python)
     return f'export PATH="$PWD/{folder}":{shlex.quote(own) + ":" if own else ""}"$PATH"'
+
+
+#: The word of a launch line for an image without the executor's interpreter (refusals.py reads it).
+NO_PYTHON3 = "has no python3"
+
+
+def image_launch_lines(executor: str, image: str, python: str = "", folder: str = YARN_BIN_DIR) -> str:
+    """Shell lines that start the executor in a Docker image, as outside one: with ``python``
+    (environment.python, which must then exist in the image) or the image's ``python3``; the
+    executor writes ``python``/``python3`` wrappers of itself into ``folder`` (WRAPPER_ENV),
+    first on PATH, so a task's ``python`` resolves in images that have only ``python3``
+    (Debian's, Ubuntu's). What the image lacks is said in one line on stderr, exit 127.
+    ``image``: the image's name as the shell should print it (a variable or a literal)."""
+    if python:
+        find = (f"SUBM_PY={shlex.quote(python)}\n"
+                f'[ -x "$SUBM_PY" ] || {{ echo "[subm] environment.python $SUBM_PY does not exist in image {image}" >&2; '
+                "exit 127; }")
+    else:
+        find = (f'SUBM_PY=$(command -v python3) || {{ echo "[subm] image {image} {NO_PYTHON3} on its PATH, '
+                "which subm's executor needs\" >&2; exit 127; }")
+    return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec "$SUBM_PY" -S {shlex.quote(executor)}'

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
-#: In CI (CI=true) every yarn test must run: one that would skip fails instead.
+#: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
@@ -52,10 +52,11 @@ def require_yarn() -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """In CI a yarn test that skips (no cluster, a missing piece) is reported as failed."""
+    """In CI a yarn or docker_yarn test that skips (no cluster, a missing piece) is reported as failed."""
     outcome = yield
     report = outcome.get_result()
-    if IN_CI and report.skipped and item.get_closest_marker("yarn") and not hasattr(report, "wasxfail"):
+    needs_yarn = item.get_closest_marker("yarn") or item.get_closest_marker("docker_yarn")
+    if IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"CI runs every yarn test, but this one skipped: {reason}"

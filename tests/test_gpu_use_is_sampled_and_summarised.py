@@ -177,3 +177,25 @@ def test_the_fake_matches_ctypes_calling_conventions():
 
     GpuSampler({}, lib=Spy())
     assert seen == [type(ctypes.byref(ctypes.c_uint())).__name__]
+
+
+def test_nvml_is_found_where_gpu_runtimes_put_it_in_an_image():
+    """The linker's search first (the host; the NVIDIA runtime of nvidia-docker-v2 mounts the library
+    into the image's lib folder), then nvidia-docker 1.0's driver volume at /usr/local/nvidia."""
+    from submarine_py.executor.nvml import LIBRARIES, load_library
+
+    tried = []
+
+    class Ctypes:
+        @staticmethod
+        def CDLL(name):
+            tried.append(name)
+            if name != "/usr/local/nvidia/lib64/libnvidia-ml.so.1":
+                raise OSError(f"{name}: cannot open shared object file")
+            return "nvml"
+
+    assert load_library(Ctypes) == "nvml"
+    assert tried == ["libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1"]
+    assert LIBRARIES[0] == "libnvidia-ml.so.1"
+    with pytest.raises(OSError):
+        load_library(Ctypes, ("libnone.so",))

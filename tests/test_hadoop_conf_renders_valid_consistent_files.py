@@ -287,6 +287,51 @@ def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
         assert names - known == set()
 
 
+HADOOP_312 = Path(os.environ.get("HADOOP_312_HOME") or "/opt/subm-rig/hadoop-3.1.2")  # rig.sh's Docker mode unpacks it
+NM_GPU = "org/apache/hadoop/yarn/server/nodemanager/containermanager/resourceplugin/gpu/"
+
+
+def _classes(home: Path, version: str) -> set:
+    with zipfile.ZipFile(home / f"share/hadoop/yarn/hadoop-yarn-server-nodemanager-{version}.jar") as jar:
+        return set(jar.namelist())
+
+
+@pytest.mark.skipif(not (HADOOP_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar").exists(),
+                    reason="needs a Hadoop 3.1.2 distribution (HADOOP_312_HOME, default /opt/subm-rig/hadoop-3.1.2)")
+def test_every_yarn_site_property_and_both_gpu_docker_plugins_exist_in_hadoop_3_1_2():
+    with zipfile.ZipFile(HADOOP_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar") as jar:
+        known = set(props(jar.read("yarn-default.xml").decode()))
+    for values in ({}, {"gpu_docker_plugin": "nvidia-docker-v2"}, {"gpu_plugin": False}):
+        assert set(props(render_hadoop_conf(values)["yarn-site.xml"])) - known == set()
+    classes = _classes(HADOOP_312, "3.1.2")
+    assert {NM_GPU + "NvidiaDockerV1CommandPlugin.class", NM_GPU + "NvidiaDockerV2CommandPlugin.class"} <= classes
+
+
+@pytest.mark.skipif(not (HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-server-nodemanager-3.1.1.jar").exists(),
+                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME or HADOOP_HOME, default /opt/hadoop-3.1.1)")
+def test_hadoop_3_1_1_knows_only_nvidia_docker_v1():
+    classes = _classes(HADOOP_311, "3.1.1")
+    assert NM_GPU + "NvidiaDockerV1CommandPlugin.class" in classes
+    assert NM_GPU + "NvidiaDockerV2CommandPlugin.class" not in classes
+
+
+def test_gpus_in_docker_v1_pass_devices_the_driver_volume_and_isolate_in_yarns_cgroup():
+    """Hadoop 3.1's UsingGpus: the GPU module of container-executor writes the devices cgroup under
+    YARN's hierarchy; nvidia-docker-plugin's devices, volume driver and driver volume must be allowed."""
+    files = render_hadoop_conf({"nvidia_driver_version": "535.104.05"})
+    site, ce = props(files["yarn-site.xml"]), cfg(files["container-executor.cfg"])
+    assert site["yarn.nodemanager.resource-plugins"] == "yarn.io/gpu"
+    assert site["yarn.nodemanager.resource-plugins.gpu.docker-plugin.nvidia-docker-v1.endpoint"] == \
+        "http://localhost:3476/v1.0/docker/cli"
+    assert ce["gpu"]["module.enabled"] == "true"
+    assert ce["cgroups"]["root"] == site["yarn.nodemanager.linux-container-executor.cgroups.mount-path"]
+    assert ce["cgroups"]["yarn-hierarchy"] == site["yarn.nodemanager.linux-container-executor.cgroups.hierarchy"]
+    devices = ce["docker"]["docker.allowed.devices"].split(",")
+    assert {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0"} <= set(devices)
+    assert ce["docker"]["docker.allowed.volume-drivers"] == "nvidia-docker"
+    assert "nvidia_driver_535.104.05" in ce["docker"]["docker.allowed.ro-mounts"].split(",")
+
+
 def test_empty_lists_leave_their_line_out_rather_than_allow_nothing_by_accident():
     ce = cfg(render_hadoop_conf({"ro_mounts": "", "docker_devices": [], "banned_users": ""})["container-executor.cfg"])
     assert "docker.allowed.ro-mounts" not in ce["docker"]

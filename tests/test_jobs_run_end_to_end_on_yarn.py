@@ -249,8 +249,10 @@ def test_a_job_failing_after_max_restarts_says_which_task_failed_how_and_where_i
     # there (the executor sent it from the container with the exit code).
     assert f"its stderr: {failed['log']}/stderr;" in diagnostics
     assert diagnostics.endswith("last lines of worker:1's stderr:\n    worker 1 gives up")
-    # YARN's own record of the application (what the YARN UI shows) says the same.
-    app = rm_app(report["app_id"])
+    # YARN's own record of the application (what the YARN UI shows) says the same, once YARN's
+    # next attempt has repeated the verdict (skein leaves a failed application to it; `subm run`
+    # does not wait for that: backend._decided).
+    app = wait_final(report["app_id"])
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "FAILED")
     assert diagnostics in app["diagnostics"]
 

@@ -182,7 +182,11 @@ def test_docker_run_command_line_carries_job_label_host_network_mounts_and_env()
     assert "secret" not in line
     assert '--gpus "device=3"' in line
     assert "--memory 1024m" in line and "--cpus 2" in line
-    assert argv[-4:] == ["registry.example.com/team/train:1.0", "python3", "-S", local_docker.EXECUTOR_IN_CONTAINER]
+    # The image's python3 runs the executor and is the task's python (it writes the wrappers).
+    assert argv[-4:-1] == ["registry.example.com/team/train:1.0", "sh", "-c"]
+    assert "SUBM_PY=$(command -v python3)" in argv[-1]
+    assert argv[-1].endswith(f'exec "$SUBM_PY" -S {local_docker.EXECUTOR_IN_CONTAINER}')
+    assert "-e SUBM_PYTHON_WRAPPER=1" in line
     no_gpu = local_docker.run_argv(task, {}, "/w", "/x/executor.py", "local_1", "n", [])
     assert "--gpus" not in no_gpu
 
@@ -212,4 +216,65 @@ def test_docker_tasks_share_the_jobs_shared_dir_and_read_nested_files(image, tmp
     assert rc == 0, err + json.dumps(report, indent=1)
     shared = subm_home / "local" / report["app_id"] / "shared"
     assert {p.name: p.read_text() for p in shared.iterdir()} == {"from-0": "nested", "from-1": "nested"}
+    assert containers_of(report["app_id"]) == []
+
+
+@pytest.fixture(scope="module")
+def image_without_python3(image) -> str:
+    """The test image with python3 removed (``docker commit``, no registry)."""
+    tag = "localhost/subm-test-nopython:bookworm"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
+        name = "subm-test-make-nopython"
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(["docker", "run", "--name", name, "--network", "host", image, "sh", "-c",
+                        "rm -f /usr/bin/python3*"], check=True, capture_output=True)
+        subprocess.run(["docker", "commit", name, tag], check=True, capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    return tag
+
+
+@pytest.mark.docker
+@pytest.mark.local
+def test_python_in_a_task_is_the_images_python3(image, tmp_path, no_leftovers):
+    """The test image, like Debian's and Ubuntu's, has python3 and no python."""
+    job = write_job(tmp_path / "job", f"""
+        name: python-in-docker
+        docker: {{image: {image}}}
+        roles:
+          worker:
+            command: python -c "import sys; print('python is', sys.executable)"
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "local")
+    no_leftovers.append(report["app_id"])
+    assert rc == 0, report["diagnostics"]
+    out = Path(report["tasks"][0]["log"]).read_text()
+    assert "python is /usr/bin/python3" in out
+
+
+@pytest.mark.docker
+@pytest.mark.local
+@pytest.mark.parametrize("case", ["image missing", "mount refused", "no python3"])
+def test_a_refused_docker_run_fails_the_job_at_once(image, image_without_python3, tmp_path, no_leftovers, case):
+    """No restart can help: the job fails on the first launch, with Docker's words and what to fix."""
+    img, mounts, expect = {
+        "image missing": ("localhost/no-such-image:1", "[]", "image localhost/no-such-image:1 is not on the node"),
+        "mount refused": (image, '["/etc/hostname:/tmp:ro"]', "docker run refused mount /etc/hostname:/tmp"),
+        "no python3": (image_without_python3, "[]", f"[subm] image {image_without_python3} has no python3"),
+    }[case]
+    job = write_job(tmp_path / "job", f"""
+        name: refused-in-docker
+        docker: {{image: "{img}", mounts: {mounts}}}
+        restart: {{policy: gang, max_restarts: 5}}
+        roles:
+          worker:
+            instances: 2
+            command: python3 -c "print(1)"
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "local")
+    no_leftovers.append(report["app_id"])
+    assert rc == 1
+    assert report["state"] == "FAILED"
+    assert report["attempts"] == 1, report["diagnostics"]  # no restart was tried
+    assert expect in report["diagnostics"]
+    assert report["diagnostics"].endswith("job failed (no restart can help)")
     assert containers_of(report["app_id"]) == []

@@ -51,8 +51,10 @@ def test_the_skein_spec_runs_the_executor_with_the_images_python():
     spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token_file="/tmp/token", rm_url="http://rm:8088"))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
-    assert worker.script.strip() == "exec python3 -S subm_executor.py"
-    assert "PATH" not in worker.script  # the image's own python3, not the submitter's interpreter
+    # The image's python3 (not the submitter's interpreter) runs the executor and is the task's python.
+    assert worker.script.startswith("SUBM_PY=$(command -v python3) || ")
+    assert worker.script.endswith('export PATH="$PWD/.subm-bin:$PATH"\nexec "$SUBM_PY" -S subm_executor.py')
+    assert worker.env["SUBM_PYTHON_WRAPPER"] == "1"
     assert "docker" not in " ".join(spec.master.env)  # the AM runs outside images
 
 

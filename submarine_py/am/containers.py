@@ -28,6 +28,9 @@ class Ended:
     #: False when the driver itself refused the container (say YARN placed it on a machine the
     #: AM found dead): only a replacement is needed, it is no failure of the task.
     counts: bool = True
+    #: Not empty when the node refused to launch it (an untrusted image, a mount not allowed:
+    #: ``refusals.refusal``): the verdict, in one line; no restart can help, the job fails.
+    refusal: str = ""
 
 
 class Containers:

@@ -191,7 +191,7 @@ class ApplicationMaster:
             self.supervision.launch(ts)
         for ended in self.containers.poll():
             self.supervision.executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role,
-                                            ended.started_at, refused=not ended.counts)
+                                            ended.started_at, refused=not ended.counts, refusal=ended.refusal)
         with job.lock:
             silent = self.supervision.silent_executors()
         for ex_id, why in silent:

@@ -116,20 +116,31 @@ class Recovery:
 
     # -- failed launches --------------------------------------------------------------------
     def failed_launch(self, ex: Any, ts: Optional[Task], code: Optional[int], diagnostics: str,
-                      started_at: Optional[float], refused: bool = False) -> None:
+                      started_at: Optional[float], refused: bool = False, refusal: str = "") -> None:
         """A container ended before its executor registered: a failure of the task it was for
-        (``ts``; None: a container of the role, standing for whichever task still has none)."""
+        (``ts``; None: a container of the role, standing for whichever task still has none).
+        A ``refusal`` of the node (an untrusted image, a mount not allowed) fails the job at once:
+        every container would be refused the same way, whatever restarts are left."""
         job = self.job
         what = (f"its container ended before the executor registered (exit code {code}"
                 f"{'; ' + diagnostics if diagnostics else ''}; executor {ex.id})")
         if ts is None:
             spare = [t for t in job.tasks.values() if t.plan.role == ex.role and t.state != TaskState.SUCCEEDED
                      and job.live_executor(t) is None and t.key not in job.to_launch]
-            if not spare:
+            if not spare and not refusal:
                 job.decide("a container of role %s: %s; no task was waiting for it", ex.role, what,
                            level=logging.WARNING)
                 return
-            ts = spare[0]
+            ts = spare[0] if spare else None
+        if refusal:
+            who = ts.plan.id if ts is not None else f"role {ex.role}"
+            if ts is not None:
+                ts.state, ts.exit_code = TaskState.FAILED, code if code not in (None, 0) else 1
+            job.decide("%s could not start: %s (executor %s, exit code %s)", who, refusal, ex.id, code,
+                       level=logging.WARNING)
+            job.finish(JobState.FAILED, f"{who} could not start: {refusal}; job failed (no restart can help)")
+            return
+        assert ts is not None
         if refused:  # the containers turned it down themselves: no failure of the task
             job.decide("%s: %s: replacing it", ts.plan.id, what, level=logging.WARNING)
             ts.orphaned = True

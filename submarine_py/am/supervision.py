@@ -168,8 +168,9 @@ class Supervision:
 
     def executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
                        role: Optional[str] = None, started_at: Optional[float] = None,
-                       lost: bool = False, refused: bool = False) -> None:
-        """An executor is gone: its container ended (``code``), or it fell silent (``lost``)."""
+                       lost: bool = False, refused: bool = False, refusal: str = "") -> None:
+        """An executor is gone: its container ended (``code``), or it fell silent (``lost``);
+        ``refusal``: the node's refusal to launch it (see ``Ended.refusal``)."""
         job = self.job
         with job.lock:
             ex = job.executors.get(ex_id)
@@ -178,7 +179,7 @@ class Supervision:
                     # A container requested with the job (or a replacement the cluster started
                     # itself) ended before its executor registered.
                     ex = job.executors[ex_id] = Executor(ex_id, role, alive=False)
-                    self.recovery.failed_launch(ex, None, code, diagnostics, started_at, refused)
+                    self.recovery.failed_launch(ex, None, code, diagnostics, started_at, refused, refusal)
                 return
             if not ex.alive:
                 return
@@ -190,7 +191,8 @@ class Supervision:
                 return
             if not ex.registered:
                 ts.executor = None
-                self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused)
+                self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused,
+                                            refusal)
                 return
             detail = diagnostics if lost else \
                 f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"

@@ -5,6 +5,25 @@ the AM keeps the figures (``gpu_usage.py``).
 """
 
 
+#: Where NVML is: the linker's search (the host, images with the NVIDIA Container Toolkit's
+#: runtime, which mounts the library into the image's own lib folder: Hadoop 3.1.2+'s
+#: nvidia-docker-v2), then the driver volume nvidia-docker 1.0 mounts at /usr/local/nvidia
+#: (Hadoop 3.1's nvidia-docker-v1), which images without CUDA's LD_LIBRARY_PATH do not search.
+LIBRARIES = ("libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+             "/usr/local/nvidia/lib/libnvidia-ml.so.1")
+
+
+def load_library(ctypes, names=LIBRARIES):
+    """The first of ``names`` that loads; OSError when none does."""
+    error = None
+    for name in ((names,) if isinstance(names, str) else names):
+        try:
+            return ctypes.CDLL(name)
+        except OSError as exc:
+            error = exc
+    raise error or OSError("no NVML library named")
+
+
 def visible_gpu_ids(env, count):
     """The NVML devices a task sees: CUDA_VISIBLE_DEVICES's entries (indices or UUIDs) in
     order, or every device where it is unset. Entries that are neither are left out."""
@@ -46,7 +65,7 @@ class GpuSampler:
     the task.
     """
 
-    def __init__(self, env, library="libnvidia-ml.so.1", lib=None):
+    def __init__(self, env, library=LIBRARIES, lib=None):
         """``lib``: an already loaded NVML (tests hand a fake here)."""
         self.handles = []
         self.lib = None
@@ -61,7 +80,7 @@ class GpuSampler:
                             ("used", ctypes.c_ulonglong)]
 
             self.ctypes, self.structs = ctypes, (Utilization, Memory)
-            lib = lib or ctypes.CDLL(library)
+            lib = lib or load_library(ctypes, library)
             if lib.nvmlInit_v2() != 0:
                 return
             self.lib = lib

@@ -15,6 +15,7 @@ from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
 from ...executor import main as executor_module
 from ...am.containers import Containers, Ended
+from ...refusals import refusal
 from . import docker as local_docker
 
 EXECUTOR_PATH = os.path.abspath(executor_module.__file__)
@@ -44,6 +45,9 @@ class LocalContainers(Containers):
         self.free_gpus: List[str] = local_gpu_ids()
         self.has_gpus = bool(self.free_gpus)
         self.gpus: Dict[str, List[str]] = {}
+        #: Where each Docker executor's stderr began (its log's size at launch): what
+        #: ``docker run`` said there tells a refused launch (refusals.py).
+        self.stderr_at: Dict[str, int] = {}
 
     # -- layout -------------------------------------------------------------
     def workdir(self, task: TaskPlan) -> str:
@@ -84,6 +88,7 @@ class LocalContainers(Containers):
                                              shared_dir=self.shared_dir)
                 self.containers[ex_id] = name
                 self.used_docker = True
+                self.stderr_at[ex_id] = os.fstat(err.fileno()).st_size
                 proc_env = dict(os.environ, **{k: v for k, v in full_env.items()
                                                if k in local_docker.SECRET_VARIABLES})
             else:
@@ -132,10 +137,26 @@ class LocalContainers(Containers):
                 del self.procs[ex_id]
                 self.stopping.pop(ex_id, None)
                 self._release(ex_id)
-                ended.append(Ended(ex_id, code if code >= 0 else 128 - code))
+                code = code if code >= 0 else 128 - code
+                refused = refusal(code, self._docker_said(ex_id)) if code else ""
+                ended.append(Ended(ex_id, code, refused, refusal=refused))
             elif ex_id in self.stopping and time.monotonic() > self.stopping[ex_id]:
                 signal_group(proc.pid, signal.SIGKILL)
         return ended
+
+    def _docker_said(self, ex_id: str) -> str:
+        """What a Docker executor's launch wrote to stderr (``docker run``'s errors, the launch
+        line's), up to 4 KiB; "" for processes."""
+        start = self.stderr_at.pop(ex_id, None)
+        task = self.tasks.get(ex_id)
+        if start is None or task is None:
+            return ""
+        try:
+            with open(self.log_path(task, "stderr"), "rb") as f:
+                f.seek(start)
+                return f.read(4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
 
     def kill(self, executor: str) -> None:
         proc = self.procs.get(executor)

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 from typing import Dict, List, Optional, Sequence
 
+from ... import interpreters
 from ...plan import TaskPlan
 from ...executor import main as executor_module
 
@@ -53,7 +54,9 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
     for k, v in env.items():
         # The secret's value comes from docker's own environment: argv is readable by anyone (ps).
         argv += ["-e", k if k in SECRET_VARIABLES else f"{k}={v}"]
-    argv += [d.image, "python3", "-S", EXECUTOR_IN_CONTAINER]
+    # As on YARN: the image's python3 runs the executor, and is the task's python (wrappers).
+    argv += ["-e", f"{interpreters.WRAPPER_ENV}=1", d.image,
+             "sh", "-c", interpreters.image_launch_lines(EXECUTOR_IN_CONTAINER, d.image)]
     return argv
 
 

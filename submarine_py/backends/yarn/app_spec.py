@@ -63,17 +63,32 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     With ``environment.archive`` this is the submitting interpreter (or ``python3`` where the
     node lacks it), not the archive's: the AM and executors must not wait for the archive,
     and the executor puts the unpacked archive first on the task's PATH.
+    Tasks in Docker images find their interpreter themselves (:func:`docker_script`).
     """
     env = plan.job.environment
     if env.archive:
         python = opts.python or sys.executable
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
         return {"python": '"$SUBM_PY"', "setup": setup, "task_setup": setup, "task_env": {}}
-    python = env.python or opts.python or sys.executable
+    # With every role in an image, environment.python is the images' (docker_script); the AM,
+    # outside them, runs the submitting interpreter.
+    in_images = all(plan.task(role, 0).docker for role in plan.job.roles)
+    python = (None if in_images else env.python) or opts.python or sys.executable
     # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
     return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
             "task_setup": interpreters.shell_path(python),
             "task_env": {interpreters.WRAPPER_ENV: "1"}}
+
+
+def docker_script(plan: Plan) -> str:
+    """The launch lines of a task in a Docker image: the executor runs with the image's python3
+    (or ``environment.python``, which must then exist in the image), and ``python``/``python3``
+    in the task's command are that interpreter (the executor writes the wrappers in
+    ``.subm-bin``, first on PATH), as outside an image: many images have ``python3`` but no
+    ``python``. What the image lacks is said in one line (stderr, which skein keeps in the
+    service's log) and ends the container with 127: a refusal (``refusals.py``), no retry."""
+    return interpreters.image_launch_lines(EXECUTOR_FILE, "$YARN_CONTAINER_RUNTIME_DOCKER_IMAGE",
+                                           plan.job.environment.python or "")
 
 
 def docker_env(task: TaskPlan, shared_dir: Optional[str] = None) -> Dict[str, str]:
@@ -147,7 +162,7 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
 
     spec, task = plan.job.roles[role], plan.task(role, 0)
     if task.docker:
-        script = f"exec python3 -S {EXECUTOR_FILE}"
+        script = docker_script(plan)
     else:
         script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
     hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
@@ -156,7 +171,7 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
-               **token, **user_files(plan, opts), **({} if task.docker else archive_files(plan, opts))},
+               **token, **user_files(plan, opts), **archive_files(plan, opts)},
         env=task_env(plan, task, opts, py),
         script=script,
         max_restarts=service_max_restarts(plan),
@@ -177,7 +192,9 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
         "PYTHONUNBUFFERED": "1",
         **shipping.executor_env(files),
         **docker_env(task, plan.job.shared_dir),
-        **({} if task.docker else {**archive_env(plan, opts), **py["task_env"]}),
+        **archive_env(plan, opts),
+        # In an image the executor writes python/python3 wrappers of its own interpreter.
+        **({interpreters.WRAPPER_ENV: "1"} if task.docker else py["task_env"]),
     }
 
 

@@ -23,10 +23,11 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError
 from ...home import subm_home
-from ...jobfile.model import JobSpec
+from ...jobfile.model import JobSpec, RestartSpec
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
-from ...states import JobState, Phase, TaskState
+from ...restarts import Restarts
+from ...states import JobState, Phase, RestartPolicy, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle
@@ -217,6 +218,15 @@ class YarnBackend(Backend):
             am = _parse_report(self.rm.proxy_get(app_id, "/v1/status"))
         elif done:
             am = _killed_tasks_settled(self._final_report(app))
+        if am is None and not done and yarn_state in ("ACCEPTED", "RUNNING"):
+            # No AM answers: if the last one decided a failure and YARN has another attempt left,
+            # that is the end. skein leaves such an application to YARN's next attempt, whose AM
+            # only repeats the verdict (am_main._repeat_verdict), seconds later: after the
+            # NodeManager reports the AM's container finished (it cleans up failed containers
+            # one after the other), and after the new AM starts. YARN's own record follows then.
+            am = self._decided(app_id)
+            if am is not None:
+                done, state = True, am.state
         report = am or JobReport(
             app_id=app_id, name=app.get("name"), state=state,
             # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
@@ -267,6 +277,27 @@ class YarnBackend(Backend):
             time.sleep(1.0)
             app = self.rm.app(app["id"])
         return app
+
+    def _decided(self, app_id: str) -> Optional[JobReport]:
+        """The verdict the last AM attempt that wrote a report left in it, if it reached one and
+        YARN will start another attempt only to repeat it (a verdict other than SUCCEEDED, from
+        an attempt before the job's last: skein unregisters the application only then)."""
+        try:
+            attempts = self.rm.app_attempts(app_id)
+        except (BackendError, JobNotFoundError):
+            return None
+        for attempt in reversed(attempts):
+            node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
+            data = node_log(node, cid, "subm-report.json") if node and cid else None
+            try:
+                report = _parse_report(json.loads(data)) if data else None
+            except ValueError:
+                report = None
+            if report is not None:
+                decided = report.phase in (Phase.FINISHING, Phase.DONE) and report.state.is_terminal()
+                repeated = report.state != JobState.SUCCEEDED and int(attempt.get("id") or 1) < _am_attempts(report)
+                return report if decided and repeated else None
+        return None
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""
@@ -351,6 +382,17 @@ def _state_of(app: Dict[str, Any]) -> JobState:
         return JobState(final) if final in JobState.__members__ and JobState(final).is_terminal() \
             else JobState.FAILED
     return STATE_OF_APP.get(app.get("state"), JobState.ACCEPTED)
+
+
+def _am_attempts(report: JobReport) -> int:
+    """The YARN attempts the job's application has (app_spec.am_attempts), from its saved spec."""
+    restart = (report.spec or {}).get("restart") or {}
+    try:
+        spec = RestartSpec(policy=RestartPolicy(restart.get("policy", RestartPolicy.GANG.value)),
+                           max_restarts=int(restart.get("max_restarts", 0)))
+    except (TypeError, ValueError):
+        return 1
+    return Restarts(spec).am_attempts
 
 
 def _parse_report(data: Any) -> Optional[JobReport]:

@@ -20,6 +20,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ...plan import Plan, TaskPlan
+from ...refusals import refusal
 from ...am.containers import Containers, Ended
 from ...states import JobState
 from .rest import ResourceManager, nm_container, node_log, yarn_user
@@ -33,6 +34,13 @@ CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
 AVOID_SECONDS = 600
 #: YARN diagnostics are kept to their end (where the NodeManager puts the stderr tail).
 MAX_DIAGNOSTICS = 2000
+#: A container in a Docker image that has not registered this long after YARN allocated it is
+#: asked after at its NodeManager, at most this often: a launch the node refused (refusals.py)
+#: shows there at once, while YARN reports it only after the NodeManager's clean-up (5 s per
+#: container, one after the other: yarn.nodemanager.process-kill-wait.ms), 5-10 s later.
+PROBE_SECONDS = 2.0
+#: NodeManager states of a container whose launch has ended (YARN's NM-side ContainerState).
+NM_EXITED = ("EXITED_WITH_FAILURE", "DONE")
 
 
 class YarnContainers(Containers):
@@ -59,6 +67,11 @@ class YarnContainers(Containers):
         self.where: Dict[str, Dict[str, str]] = {}
         #: When skein last gave every container (monotonic), for diagnostics asked in a row.
         self.refreshed_at = float("-inf")
+        #: Roles whose tasks run in Docker images, and how many: while fewer of their executors
+        #: are registered, unregistered containers are asked after (see PROBE_SECONDS).
+        self.docker_roles = {role: spec.instances for role, spec in plan.job.roles.items()
+                             if plan.task(role, 0).docker}
+        self.next_probe = time.monotonic() + PROBE_SECONDS
 
     def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
@@ -122,13 +135,49 @@ class YarnContainers(Containers):
                 self.reported.add(c.id)
                 if c.id not in self.killed:
                     ended.append(self._ended(c, state))
+        if self.docker_roles and now >= self.next_probe:
+            self.next_probe = now + PROBE_SECONDS
+            ended += self._refused_launches()
         return ended
 
-    def _ended(self, c: Any, state: str) -> Ended:
-        """A finished container, with YARN's exit status and reason (from its NodeManager)."""
+    def _refused_launches(self) -> List[Ended]:
+        """Containers in Docker images whose launch the node refused, asked of their NodeManagers
+        before YARN reports them (only while some executor of such a role is not registered)."""
+        registered = sum(1 for ex in self.where if ex not in self.reported
+                         and getattr(self.containers.get(ex), "service_name", None) in self.docker_roles)
+        if registered >= sum(self.docker_roles.values()):
+            return []
+        try:
+            running = self.app.get_containers(services=list(self.docker_roles), states=["RUNNING"])
+        except Exception as exc:
+            log.debug("get_containers: %s", exc)
+            return []
+        out = []
+        for c in running:
+            with self.lock:
+                self.containers[c.id] = c
+            started = c.start_time.timestamp() if getattr(c, "start_time", None) else None
+            if (c.id in self.where or c.id in self.killed or c.id in self.reported or not c.yarn_node_http_address
+                    or not c.yarn_container_id or (started and time.time() - started < PROBE_SECONDS)):
+                continue
+            info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=1.0)
+            code = info.get("exitCode")
+            if info.get("state") not in NM_EXITED or code in (None, 0, -1000):
+                continue
+            ended = self._ended(c, "FAILED", info)
+            if ended.refusal:
+                log.info("the node refused %s before YARN said so: %s", c.yarn_container_id, ended.refusal)
+                self.reported.add(c.id)
+                out.append(ended)
+        return out
+
+    def _ended(self, c: Any, state: str, info: Optional[Dict[str, Any]] = None) -> Ended:
+        """A finished container, with YARN's exit status and reason (from its NodeManager:
+        ``info``, its container record, when already asked)."""
         code, reason = None, ""
         if c.yarn_node_http_address and c.yarn_container_id:
-            info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=2.0)
+            if info is None:
+                info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=2.0)
             code, reason = info.get("exitCode"), _tidy(info.get("diagnostics") or "")
         message = (c.exit_message or "").strip()
         if not reason or (message and message not in reason and not message.startswith("Container failed during")):
@@ -146,8 +195,11 @@ class YarnContainers(Containers):
         if code is not None:
             words += f", exit status {code}"
         started = c.start_time.timestamp() if getattr(c, "start_time", None) else None
+        # A refusal of the node (container-executor's or Docker's words in the NodeManager's
+        # diagnostics, or the launch line's in the log): the AM fails the job at once.
+        refused = refusal(code, reason) if state == "FAILED" else ""
         return Ended(c.id, code, f"{words}: {reason}" if reason else words, role=c.service_name,
-                     started_at=started)
+                     started_at=started, refusal=refused)
 
     def _refuse_if_avoided(self, c: Any) -> Optional[Ended]:
         """A container YARN placed on a machine found dead (YARN thinks it alive for minutes)."""
