@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..plan import TaskPlan
-from ..states import JobState
+from ..states import Cause, JobState
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class Ended:
     #: False when the driver itself refused the container (say YARN placed it on a machine the
     #: AM found dead): only a replacement is needed, it is no failure of the task.
     counts: bool = True
+    #: Set where the cluster says it ended the container itself (``PREEMPTED``: taken back for
+    #: other work; ``NODE_LOST``: its machine or its disks failed): no failure of the program, a
+    #: restart spends ``restart.max_cluster_restarts``. None: the exit code says what happened.
+    cause: Optional[Cause] = None
 
 
 class Containers:
