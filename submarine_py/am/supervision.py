@@ -205,8 +205,8 @@ class Supervision:
                 else:
                     self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused)
                 return
-            detail = diagnostics if lost else \
-                f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
+            said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
+            detail = diagnostics if lost else f"its container ended ({said or 'exit code unknown'})"
             if ts.state == TaskState.SUCCEEDED:
                 return
             job.decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)

@@ -154,8 +154,9 @@ class YarnContainers(Containers):
             reason = "; ".join(x for x in (message, reason) if x)
         code = int(code) if code not in (None, -1000) else None
         cause = cluster_cause(code, f"{message} {reason}")  # YARN's words only, not the log's
-        if state == "FAILED" and c.yarn_node_http_address and c.yarn_container_id:
-            # skein sends the script's output to <service>.log, not the stderr YARN quotes.
+        if state == "FAILED" and cause is None and c.yarn_node_http_address and c.yarn_container_id:
+            # skein sends the script's output to <service>.log, not the stderr YARN quotes (not
+            # asked where the cluster took the container: its log does not say why).
             tail = node_log(c.yarn_node_http_address, c.yarn_container_id, f"{c.service_name}.log", timeout=2.0)
             if tail:
                 text = tail.decode("utf-8", "replace").strip()
