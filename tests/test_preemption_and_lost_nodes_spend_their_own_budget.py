@@ -246,3 +246,42 @@ def test_a_new_am_attempt_knows_which_restarts_were_the_clusters():
     assert not am.job.finishing, am.job.diagnostics
     assert am.job.attempt == 3 and am.job.gang_cluster_restarts == 2
     assert am.report().restarts_by_cause == {"preempted": 2}
+
+
+# -- the history ----------------------------------------------------------------------------------
+
+def test_the_history_keeps_the_causes_and_reads_rows_written_before_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from submarine_py.history import History, _schema, record_of
+    from submarine_py.output import format_history, format_history_job
+
+    history = History(str(tmp_path / "history"))
+    preempted = JobReport.from_dict({
+        "app_id": "application_1_0002", "name": "ddp", "state": "FAILED", "attempts": 3, "final": True,
+        "submitted_at": 1_790_000_000.0, "restarts_by_cause": {"preempted": 2},
+        "tasks": [{"role": "worker", "index": 0, "state": "FAILED", "exit_code": -102, "restarts": 2,
+                   "cause": "preempted", "restarts_by_cause": {"preempted": 2}}]})
+    assert history.add(record_of(preempted))
+    # A row written before the causes were kept: the schema without them.
+    old = _schema()
+    old = old.remove(old.get_field_index("restarts_by_cause"))
+    task = old.field("tasks").type.value_type
+    old = old.set(old.get_field_index("tasks"), pa.field("tasks", pa.list_(pa.struct(
+        [task.field(i) for i in range(task.num_fields) if task.field(i).name != "cause"]))))
+    row = record_of(JobReport.from_dict({"app_id": "application_1_0001", "state": "SUCCEEDED", "final": True,
+                                         "submitted_at": 1_789_000_000.0,
+                                         "tasks": [{"role": "worker", "index": 0, "state": "SUCCEEDED"}]}))
+    del row["restarts_by_cause"], row["tasks"][0]["cause"]
+    pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / "history" / "application_1_0001.parquet")
+
+    before, after = history.rows()
+    assert before["restarts_by_cause"] is None and before["tasks"][0]["cause"] is None
+    assert after["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 2, "node_lost": 0}
+    assert after["tasks"][0]["cause"] == "preempted"
+    assert ["application_1_0002", "ddp", "FAILED", "3", "(2", "preempted)"] in \
+        [line.split()[:6] for line in format_history([before, after]).splitlines()]
+    shown = format_history_job(after)
+    assert "after 3 attempt(s) (restarts: 2 preempted)" in shown
+    assert ["worker:0", "PREEMPTED", "-102", "2"] in [line.split()[:4] for line in shown.splitlines()]
