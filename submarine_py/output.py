@@ -168,7 +168,8 @@ def format_history_job(r: Dict[str, Any]) -> str:
         for t in tasks:
             code = t.get("exit_code")
             rows.append([f"{t.get('role')}:{t.get('index')}", task_state_words(t.get("state"), t.get("cause")),
-                         "" if code is None else str(code), restarts_cell(t.get("restarts"), t.get("restarts_by_cause")),
+                         "" if code is None else str(code),
+                         restarts_cell(t.get("restarts"), t.get("restarts_by_cause")),
                          str(t.get("host") or "")] + gpu_cells(t.get("gpu")))
         lines += _table(rows)
     if r.get("diagnostics"):

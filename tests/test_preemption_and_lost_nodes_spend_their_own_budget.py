@@ -107,7 +107,8 @@ def test_yarns_exit_statuses_say_whose_fault_a_container_end_was(code, diagnosti
 
 # -- the ApplicationMaster ----------------------------------------------------------------------
 
-PREEMPTED = "YARN container container_1_01_000003 on node2:8042 FAILED, exit status -102: Container preempted by scheduler"
+PREEMPTED = ("YARN container container_1_01_000003 on node2:8042 FAILED, exit status -102: "
+             "Container preempted by scheduler")
 
 
 class Preempting(FakeContainers):
@@ -178,7 +179,8 @@ def test_a_job_preempted_over_and_over_fails_once_max_cluster_restarts_are_spent
     worker1 = tasks_by_id(report)["worker:1"]
     assert (worker1["state"], worker1["cause"], worker1["exit_code"]) == ("FAILED", "preempted", -102)
     text = format_report(JobReport.from_dict(report))
-    assert ["worker:1", "PREEMPTED", "-102", "2", "(2", "preempted)"] in [line.split()[:6] for line in text.splitlines()]
+    assert ["worker:1", "PREEMPTED", "-102", "2", "(2", "preempted)"] in \
+        [line.split()[:6] for line in text.splitlines()]
     assert "Restarts: 2 preempted (the cluster's faults spend no max_restarts)" in text
 
 
