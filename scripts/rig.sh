@@ -12,6 +12,8 @@
 #   RIG_HOST, RIG_NODE_BASE   the RM's address and the nodes' base (127.0.0.RIG_NODE_BASE+i);
 #                   unset: the first pair whose ports are free (127.0.0.3/40, 127.0.0.5/80, ...)
 #   RIG_MEM_MB, RIG_VCORES, RIG_GPUS, RIG_NM_EXPIRY_MS      passed to up.sh
+#   RIG_QUEUES, RIG_PREEMPTION   passed to up.sh: capacity-scheduler queues (teama:50,teamb:50) and
+#                   YARN's preemption monitor (1)
 #   SUBM_RIG_JAVA   where a Java 11 runtime is installed once and kept
 #                   (${XDG_CACHE_HOME:-~/.cache}/subm-rig/java; /opt/subm-rig/java with RIG_DOCKER=1),
 #                   unless JAVA_HOME is Java 8 or 11

@@ -29,7 +29,8 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .errors import BackendError, SpecError
 from .home import subm_home
-from .report import JobReport
+from .report import JobReport, restart_counts
+from .states import Cause
 
 HISTORY_ENV = "SUBM_HISTORY"
 SUFFIX = ".parquet"
@@ -49,9 +50,11 @@ def _schema():
                      ("mean_utilization", pa.float64()), ("peak_utilization", pa.int64()),
                      ("peak_memory_mb", pa.int64()), ("memory_total_mb", pa.int64()),
                      ("idle_seconds", pa.float64()), ("idle", pa.bool_())])
+    # Fields added later go last: files written before them read with nulls there.
     task = pa.struct([("role", pa.string()), ("index", pa.int64()), ("host", pa.string()),
                       ("state", pa.string()), ("exit_code", pa.int64()), ("restarts", pa.int64()),
-                      ("tracked", pa.bool_()), ("gpu", gpu)])
+                      ("tracked", pa.bool_()), ("gpu", gpu), ("cause", pa.string())])
+    restarts = pa.struct([(cause.value, pa.int64()) for cause in Cause])
     return pa.schema([
         ("app_id", pa.string()), ("name", pa.string()), ("user", pa.string()), ("queue", pa.string()),
         ("framework", pa.string()), ("backend", pa.string()), ("state", pa.string()),
@@ -60,6 +63,8 @@ def _schema():
         ("diagnostics", pa.string()), ("tasks", pa.list_(task)),
         # The job spec as submitted (validated), as JSON text.
         ("spec", pa.string()), ("recorded_at", ts),
+        # Its restarts by cause: the program's (failed, hung), the cluster's (preempted, node_lost).
+        ("restarts_by_cause", restarts),
     ])
 
 
@@ -100,10 +105,12 @@ def record_of(report: JobReport) -> Dict[str, Any]:
         "diagnostics": report.diagnostics,
         "tasks": [{"role": task.role, "index": task.index, "host": task.host, "state": task.state.value,
                    "exit_code": task.exit_code, "restarts": task.restarts, "tracked": task.tracked,
-                   "gpu": _gpu_row(task.gpu.to_dict()) if task.gpu else None}
+                   "gpu": _gpu_row(task.gpu.to_dict()) if task.gpu else None,
+                   "cause": task.cause.value if task.cause else None}
                   for task in report.tasks],
         "spec": None if report.spec is None else json.dumps(report.spec, sort_keys=True),
         "recorded_at": dt.datetime.now(dt.timezone.utc),
+        "restarts_by_cause": restart_counts(report.restarts_by_cause),
     }
 
 

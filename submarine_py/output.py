@@ -5,9 +5,12 @@ import json
 from typing import Any, Dict, List, Sequence, Tuple
 
 from .plan import Plan
-from .report import Event, JobReport
-from .states import JobState, Phase, TaskState
+from .report import Event, JobReport, restart_counts
+from .states import Cause, JobState, Phase, TaskState
 from .units import format_memory
+
+#: A running task silent for this share of timeouts.hang_seconds is named under its table.
+QUIET_SHOWN_SHARE = 0.5
 
 
 def to_json(obj: Any) -> str:
@@ -59,8 +62,9 @@ def format_report(report: JobReport) -> str:
                 + ["LOG"]]
         for task in report.tasks:
             code = task.exit_code
-            rows.append([task.id + ("" if task.tracked else "*"), str(task.state),
-                         "" if code is None else str(code), str(task.restarts), task.host or ""]
+            rows.append([task.id + ("" if task.tracked else "*"), task_state_words(task.state, task.cause),
+                         "" if code is None else str(code), restarts_cell(task.restarts, task.restarts_by_cause),
+                         task.host or ""]
                         + (gpu_cells(task.gpu) if with_gpu else []) + [task.log or ""])
         lines += _table(rows)
         if any(not task.tracked for task in report.tasks):
@@ -69,9 +73,39 @@ def format_report(report: JobReport) -> str:
             if task.gpu and task.gpu.idle:
                 lines.append(f"  ! {task.id} held {len(task.gpu.devices)} GPU(s) "
                              f"at 0 % utilization for {task.gpu.idle_seconds:.0f} s")
+            hang = report.hang_seconds
+            if hang and task.quiet_seconds is not None and task.quiet_seconds >= hang * QUIET_SHOWN_SHARE:
+                lines.append(f"  ! {task.id} quiet for {task.quiet_seconds:.0f} s of {hang} "
+                             f"(timeouts.hang_seconds: then it is stopped as hung)")
+    counts = restart_counts(report.restarts_by_cause)
+    if any(counts.values()):
+        lines.append(f"Restarts: {causes_words(counts)} (the cluster's faults spend no max_restarts)"
+                     if counts[Cause.PREEMPTED.value] or counts[Cause.NODE_LOST.value] else
+                     f"Restarts: {causes_words(counts)}")
     if report.diagnostics:
         lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)
+
+
+def task_state_words(state: Any, cause: Any) -> str:
+    """A task's state for people: a task whose attempt the cluster ended, or that hung, says so
+    (``PREEMPTED``, ``NODE LOST``, ``HUNG``) instead of ``FAILED``."""
+    if str(state) == TaskState.FAILED.value and cause and str(cause) != Cause.FAILED.value:
+        return Cause(str(cause)).words.upper()
+    return str(state)
+
+
+def causes_words(counts: Dict[str, int]) -> str:
+    """``1 failed, 2 preempted``: the causes of restarts that happened."""
+    return ", ".join(f"{n} {Cause(c).words}" for c, n in restart_counts(counts).items() if n)
+
+
+def restarts_cell(restarts: Any, by_cause: Any) -> str:
+    """A task's restarts, with their causes where any was not a plain failure: ``3 (2 preempted, 1 failed)``."""
+    counts = restart_counts(by_cause)
+    if not any(n for c, n in counts.items() if c != Cause.FAILED.value):
+        return str(restarts or 0)
+    return f"{restarts or 0} ({causes_words(counts)})"
 
 
 def gpu_cells(g: Any) -> List[str]:
@@ -113,7 +147,8 @@ def format_history(rows: List[Dict[str, Any]]) -> str:
             mean = sum(g["mean_utilization"] or 0 for g in gpus) / len(gpus)
             gpu = f"{mean:.0f}%/{max(g['peak_utilization'] or 0 for g in gpus)}%" + (
                 " IDLE" if any(g.get("idle") for g in gpus) else "")
-        table.append([r["app_id"], str(r.get("name") or ""), str(r.get("state")), str(r.get("attempts") or "-"),
+        table.append([r["app_id"], str(r.get("name") or ""), str(r.get("state")),
+                      restarts_cell(r.get("attempts") or "-", r.get("restarts_by_cause")),
                       _when(r.get("submitted_at")), _seconds(r.get("total_seconds")),
                       _seconds(r.get("gang_ready_seconds")), str(r.get("user") or "-"), str(r.get("backend") or "-"),
                       gpu])
@@ -121,8 +156,9 @@ def format_history(rows: List[Dict[str, Any]]) -> str:
 
 
 def format_history_job(r: Dict[str, Any]) -> str:
+    counts = restart_counts(r.get("restarts_by_cause"))
     lines = [f"Job {r.get('name') or ''} ({r['app_id']}) {r.get('state')} after {r.get('attempts') or 1} "
-             f"attempt(s)",
+             f"attempt(s)" + (f" (restarts: {causes_words(counts)})" if any(counts.values()) else ""),
              f"  backend {r.get('backend') or '-'}, framework {r.get('framework') or '-'}, user {r.get('user') or '-'}"
              + (f", queue {r['queue']}" if r.get("queue") else ""),
              f"  submitted {_when(r.get('submitted_at'))} UTC, started {_when(r.get('started_at'))}, "
@@ -133,8 +169,10 @@ def format_history_job(r: Dict[str, Any]) -> str:
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST", "GPU MEAN/PEAK", "GPU MEM PEAK"]]
         for t in tasks:
             code = t.get("exit_code")
-            rows.append([f"{t.get('role')}:{t.get('index')}", str(t.get("state")), "" if code is None else str(code),
-                         str(t.get("restarts") or 0), str(t.get("host") or "")] + gpu_cells(t.get("gpu")))
+            rows.append([f"{t.get('role')}:{t.get('index')}", task_state_words(t.get("state"), t.get("cause")),
+                         "" if code is None else str(code),
+                         restarts_cell(t.get("restarts"), t.get("restarts_by_cause")),
+                         str(t.get("host") or "")] + gpu_cells(t.get("gpu")))
         lines += _table(rows)
     if r.get("diagnostics"):
         lines.append(f"Diagnostics: {r['diagnostics']}")
@@ -176,7 +214,8 @@ def format_progress(report: JobReport, elapsed: float) -> str:
     attempt = report.attempts
     if report.phase == Phase.STARTING:
         return f"{at} attempt {attempt}: gang {registered}/{total} tasks up"
-    failed = [f"{t.id} (exit {t.exit_code})" for t in report.tasks if t.state == TaskState.FAILED]
+    failed = [f"{t.id} ({t.cause.words if t.cause and t.cause != Cause.FAILED else f'exit {t.exit_code}'})"
+              for t in report.tasks if t.state == TaskState.FAILED]
     done = sum(1 for t in report.tasks if t.state == TaskState.SUCCEEDED)
     line = f"{at} attempt {attempt}: {report.running}/{total} tasks running, {done} succeeded"
     if failed:
@@ -212,8 +251,9 @@ def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
     job = plan.job
     r = job.restart
     lines = [f"Job {job.name}: framework {job.framework}, queue {job.queue}, restart {r.policy} "
-             f"(max_restarts {r.max_restarts}), gang timeout {job.timeouts.gang_seconds} s, "
-             f"stop grace {job.timeouts.stop_grace_seconds:g} s"]
+             f"(max_restarts {r.max_restarts}, max_cluster_restarts {r.max_cluster_restarts}), "
+             f"gang timeout {job.timeouts.gang_seconds} s, stop grace {job.timeouts.stop_grace_seconds:g} s"
+             + (f", hang after {job.timeouts.hang_seconds} s without output" if job.timeouts.hang_seconds else "")]
     if job.files:
         lines.append("Files: " + ", ".join(f"{d} <- {s}" for d, s in job.files.items()))
     for t in plan.tasks:

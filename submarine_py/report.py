@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .states import JobState, Phase, TaskState
+from .states import Cause, JobState, Phase, TaskState
 
 __all__ = ["Event", "GpuSummary", "JobReport", "TaskReport", "Timings", "replace"]
 
@@ -86,7 +86,15 @@ class GpuSummary:
 
 
 #: The task fields ``--output json`` promises, in order (docs/cli.md, "--output json").
-PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked", "gpu")
+PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked", "gpu",
+                      "cause", "restarts_by_cause", "quiet_seconds")
+
+
+def restart_counts(counts: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """Restarts by cause with every cause named (0 where none), in :class:`Cause` order: the
+    shape ``--output json`` promises whatever happened."""
+    counts = counts or {}
+    return {c.value: int(counts.get(c.value) or 0) for c in Cause}
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,13 @@ class TaskReport:
     node_http: Optional[str] = None
     #: GPU use, for tasks with GPUs whose executor could sample them (None otherwise).
     gpu: Optional[GpuSummary] = None
+    #: Why its last attempt ended, when it did not succeed (state FAILED): the program's
+    #: (``failed``, ``hung``) or the cluster's (``preempted``, ``node_lost``). None otherwise.
+    cause: Optional[Cause] = None
+    #: Its restarts (``restarts`` counts them all) by cause: names of :class:`Cause` -> count.
+    restarts_by_cause: Mapping[str, int] = field(default_factory=dict)
+    #: While it runs: seconds since it last printed (stdout or stderr), as its executor says.
+    quiet_seconds: Optional[float] = None
 
     @property
     def id(self) -> str:
@@ -120,14 +135,18 @@ class TaskReport:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["state"] = self.state.value
         d["gpu"] = self.gpu.to_dict() if self.gpu else None
-        for key in ("container_id", "node_http", "gpu"):
+        d["cause"] = self.cause.value if self.cause else None
+        d["restarts_by_cause"] = {k: v for k, v in restart_counts(self.restarts_by_cause).items() if v} or None
+        for key in ("container_id", "node_http", "gpu", "cause", "restarts_by_cause", "quiet_seconds"):
             if d[key] is None:
                 del d[key]
         return d
 
     def public(self) -> Dict[str, Any]:
         d = self.to_dict()
-        return {k: d.get(k) for k in PUBLIC_TASK_FIELDS}
+        out = {k: d.get(k) for k in PUBLIC_TASK_FIELDS}
+        out["restarts_by_cause"] = restart_counts(self.restarts_by_cause)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
@@ -135,6 +154,8 @@ class TaskReport:
         kw = {k: v for k, v in data.items() if k in known}
         kw["state"] = TaskState(kw.get("state") or TaskState.PENDING)
         kw["gpu"] = GpuSummary.from_dict(kw.get("gpu"))
+        kw["cause"] = Cause(kw["cause"]) if kw.get("cause") else None
+        kw["restarts_by_cause"] = {k: v for k, v in restart_counts(kw.get("restarts_by_cause")).items() if v}
         return cls(**kw)
 
 
@@ -175,6 +196,11 @@ class JobReport:
     finished_at: Optional[float] = None
     #: The job spec as submitted: in the final report file, for history; None elsewhere.
     spec: Optional[Dict[str, Any]] = None
+    #: Every restart (of the gang or of a task) by cause: names of :class:`Cause` -> count.
+    #: The cluster's (preempted, node_lost) spend restart.max_cluster_restarts, not max_restarts.
+    restarts_by_cause: Mapping[str, int] = field(default_factory=dict)
+    #: timeouts.hang_seconds, where the job set it (what ``quiet_seconds`` of tasks are weighed against).
+    hang_seconds: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -196,9 +222,13 @@ class JobReport:
             "final": self.final,
         }
         # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
-        for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec"):
+        for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec",
+                    "hang_seconds"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
+        counts = {k: v for k, v in restart_counts(self.restarts_by_cause).items() if v}
+        if counts:
+            d["restarts_by_cause"] = counts
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         return d
@@ -216,6 +246,7 @@ class JobReport:
             out["status_url"] = self.status_url
         if self.tensorboard_url:
             out["tensorboard_url"] = self.tensorboard_url
+        out["restarts_by_cause"] = restart_counts(self.restarts_by_cause)
         return out
 
     @classmethod
@@ -246,4 +277,6 @@ class JobReport:
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
             spec=data.get("spec"),
+            restarts_by_cause={k: v for k, v in restart_counts(data.get("restarts_by_cause")).items() if v},
+            hang_seconds=data.get("hang_seconds"),
         )

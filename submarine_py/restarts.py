@@ -1,11 +1,22 @@
 """The one place where a failure becomes a restart, or the end of the job.
 
-The job file's ``restart`` section (a :class:`~.states.RestartPolicy` and ``max_restarts``)
-and the budget already spent decide what a failure does: restart the whole gang, restart the
-failed task alone, or give up. Everything that depends on that decision asks
-:class:`Restarts`: the ApplicationMaster when a task fails and when it takes a job over
-from a lost AM, the YARN backend (whether the cluster replaces failed containers, how many
-application attempts YARN may start), and the diagnostics that say why no restart is left.
+The job file's ``restart`` section (a :class:`~.states.RestartPolicy`, ``max_restarts`` and
+``max_cluster_restarts``), what ended the attempt (its :class:`~.states.Cause`) and the budget
+already spent decide what a failure does: restart the whole gang, restart the failed task
+alone, or give up. Everything that depends on that decision asks :class:`Restarts`: the
+ApplicationMaster when a task fails, hangs, is preempted or loses its node, and when it takes
+a job over from a lost AM, the YARN backend (whether the cluster replaces failed containers,
+how many application attempts YARN may start), and the diagnostics that say why no restart is
+left.
+
+Two budgets, because two parties fail. The program's failures (its command failed, it hung)
+spend ``max_restarts``: a program that fails again and again should stop. The cluster's
+(YARN preempted its container for another queue, its machine died) spend
+``max_cluster_restarts``, larger by default: the program did nothing wrong, and on a shared
+cluster preemption is routine. Under ``gang`` a cluster fault restarts the gang (a
+collective job cannot go on without one of its members); under ``task`` the task alone;
+under ``never`` the gang, since ``never`` is about the program's failures (a job that cannot
+resume starts again from the beginning, which beats failing for what the cluster did).
 """
 from __future__ import annotations
 
@@ -14,7 +25,7 @@ from enum import Enum
 from typing import Iterable
 
 from .jobfile.model import RestartSpec
-from .states import RestartPolicy
+from .states import Cause, RestartPolicy
 
 #: YARN attempts of an application whose policy allows restarts: one lost AM (its process, its
 #: machine) is recovered. Not more: skein ends an application for good only from its last
@@ -43,6 +54,19 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Spent:
+    """Restarts spent so far, by the gang or by one task: in all (``restarts``), and how many of
+    them were for the cluster's faults (``cluster``); the rest spent ``max_restarts``."""
+
+    restarts: int = 0
+    cluster: int = 0
+
+    @property
+    def program(self) -> int:
+        return self.restarts - self.cluster
+
+
+@dataclass(frozen=True)
 class Restarts:
     """A job's restart policy, answering for every failure (see the module's doc)."""
 
@@ -57,13 +81,32 @@ class Restarts:
         return self.spec.max_restarts
 
     @property
+    def max_cluster_restarts(self) -> int:
+        return self.spec.max_cluster_restarts
+
+    @property
     def attempts_at_most(self) -> int:
-        """Attempts a gang (under ``gang``) or a task (under ``task``) may have in all."""
+        """Attempts a gang (under ``gang``) or a task (under ``task``) may have for the program's
+        failures alone; each restart for the cluster's faults adds one."""
         return self.spec.max_restarts + 1
 
+    def after(self, cause: Cause, gang: Spent, task: Spent) -> Decision:
+        """An attempt of a task ended for ``cause``; ``gang`` and ``task``: the restarts spent so far
+        by the gang and by that task. The program's causes spend ``max_restarts``, the cluster's
+        ``max_cluster_restarts`` (see the module's doc)."""
+        if not cause.is_cluster:
+            return self.after_task_failure(gang.program, task.program)
+        if self.policy == RestartPolicy.TASK:
+            if task.cluster < self.max_cluster_restarts:
+                return Decision(Remedy.RESTART_TASK)
+        elif gang.cluster < self.max_cluster_restarts:  # gang, and never (see the module's doc)
+            return Decision(Remedy.RESTART_GANG)
+        return Decision(Remedy.GIVE_UP, self.cluster_spent())
+
     def after_task_failure(self, gang_restarts: int, task_restarts: int) -> Decision:
-        """A task failed (its command, its container, its machine); ``gang_restarts`` and
-        ``task_restarts`` are the restarts spent so far by the gang and by that task."""
+        """A task failed by the program's fault (its command, its container never starting, a
+        hang); ``gang_restarts`` and ``task_restarts`` are the restarts of ``max_restarts``
+        spent so far by the gang and by that task."""
         if self.policy == RestartPolicy.GANG and gang_restarts < self.max_restarts:
             return Decision(Remedy.RESTART_GANG)
         if self.policy == RestartPolicy.TASK and task_restarts < self.max_restarts:
@@ -86,6 +129,13 @@ class Restarts:
             return f"restart policy '{self.policy}'"
         limit = self.max_restarts
         return f"after {limit} restart{'s' if limit != 1 else ''}" if limit else "max_restarts is 0"
+
+    def cluster_spent(self) -> str:
+        """Why no restart is left for the cluster's faults."""
+        limit = self.max_cluster_restarts
+        if not limit:
+            return "max_cluster_restarts is 0"
+        return f"after {limit} restart{'s' if limit != 1 else ''} for the cluster's faults (max_cluster_restarts)"
 
     @property
     def cluster_replaces_containers(self) -> bool:

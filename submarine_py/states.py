@@ -62,3 +62,27 @@ class RestartPolicy(_Named):
     GANG = "gang"    # restart every task, as a new attempt of the gang
     TASK = "task"    # restart the failed task alone
     NEVER = "never"  # the first failure fails the job
+
+
+class Cause(_Named):
+    """Why an attempt of a task ended without succeeding, and so which budget its restart spends.
+
+    The program's (``failed``, ``hung``) spend ``restart.max_restarts``; the cluster's
+    (``preempted``, ``node_lost``) spend ``restart.max_cluster_restarts`` instead: a replacement
+    container runs the same program, which did nothing wrong.
+    """
+
+    FAILED = "failed"        # its command exited non-zero (or was killed for its memory), or never started
+    HUNG = "hung"            # it printed nothing for timeouts.hang_seconds (and used no GPU)
+    PREEMPTED = "preempted"  # the cluster took its container back for other work
+    NODE_LOST = "node_lost"  # its machine died or stopped answering (or its disks failed)
+
+    @property
+    def is_cluster(self) -> bool:
+        """The cluster's doing, not the program's."""
+        return self in (Cause.PREEMPTED, Cause.NODE_LOST)
+
+    @property
+    def words(self) -> str:
+        """As people read it: "node lost", "preempted"."""
+        return self.value.replace("_", " ")

@@ -71,7 +71,12 @@ class FakeContainers(Containers):
                 elif instr["op"] == "exit":
                     ex["alive"] = False
                     ended.append(Ended(ex_id, 0))
+                elif instr["op"] == "hung":
+                    self.on_hung(ex_id, instr)
         return ended
+
+    def on_hung(self, ex_id, instr):
+        """The AM found the executor's task hung: a real executor stops it and reports its end."""
 
     def kill(self, executor):
         self.killed.append(executor)

@@ -104,13 +104,25 @@ def test_executors_lost_together_are_one_failure_of_the_gang():
     assert sorted(driver.lost_calls) == ["worker-0-e1", "worker-1-e2"]
 
 
-def test_a_lost_executor_under_policy_never_fails_the_job_saying_why():
+def test_a_lost_executor_under_policy_never_restarts_the_gang_since_its_node_is_at_fault():
+    """``never`` is about the program's failures: a lost node spends max_cluster_restarts."""
     spec = dict(WORKERS, restart={"policy": "never"})
+    driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:1"})
+    report = am_for(spec, driver).run().to_dict()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert report["attempts"] == 2 and report["restarts_by_cause"] == {"node_lost": 1}
+    messages = " | ".join(e["message"] for e in report["events"])
+    assert "worker:1 was lost with its node (attempt 1): no heartbeat from its executor" in messages
+
+
+def test_a_lost_executor_fails_the_job_saying_why_once_the_clusters_restarts_are_spent():
+    spec = dict(WORKERS, restart={"policy": "never", "max_cluster_restarts": 0})
     driver = Freezing(lambda role, index, attempt: None, freeze={"worker:1"})
     report = am_for(spec, driver).run().to_dict()
     assert report["state"] == "FAILED"
-    assert "worker:1 failed with no heartbeat from its executor" in report["diagnostics"]
-    assert "restart policy 'never'" in report["diagnostics"]
+    assert "worker:1 was lost with its node (attempt 1): no heartbeat from its executor" in report["diagnostics"]
+    assert "max_cluster_restarts is 0" in report["diagnostics"]
+    assert tasks_by_id(report)["worker:1"]["cause"] == "node_lost"
 
 
 def test_the_jobs_lost_after_seconds_sets_the_silence_and_the_heartbeat_executors_are_told():

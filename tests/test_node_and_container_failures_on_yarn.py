@@ -107,7 +107,7 @@ def node_sh(action: str, n: int, force: bool = False) -> None:
 # -- a node that dies ---------------------------------------------------------------------------
 
 @needs_killable_rig
-def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_path, apps):
+def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spending_no_max_restarts(tmp_path, apps):
     node_mb = max(int(n.get("usedMemoryMB", 0)) + int(n.get("availMemoryMB", 0)) for n in rm_nodes())
     marker = tmp_path / "go"
     app_id = detach(JOBS / "spread-workers.yaml", apps, marker=marker, memory_mb=int(node_mb * 0.4))
@@ -133,6 +133,10 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes(tmp_
         "the workers lost with one node are one failure"
     assert {t["restarts"] for t in after["tasks"]} == {1}
     assert lost, "the killed node ran workers"
+    # The job has max_restarts 0: a lost node is the cluster's fault, under max_cluster_restarts.
+    assert any(f"worker:{i} was lost with its node (attempt 1)" in log for i in lost), log
+    assert "(the cluster's fault: restart 1 of at most 10 for the cluster's faults" in log
+    assert after["restarts_by_cause"] == {"node_lost": 1}
     marker.touch()
     app = wait_final(app_id, timeout=120)
     assert app["finalStatus"] == "SUCCEEDED", app["diagnostics"]

@@ -66,7 +66,10 @@ def test_the_public_json_keeps_the_readme_shape():
     assert public["state"] == "FAILED" and type(public["state"]) is str
     assert public["tasks"][1] == {"role": "worker", "index": 1, "state": "FAILED", "exit_code": 3, "restarts": 1,
                                   "host": "127.0.0.1", "log": "/j/logs/worker-1.stdout", "tracked": True,
-                                  "gpu": None}
+                                  "gpu": None, "cause": None, "quiet_seconds": None,
+                                  "restarts_by_cause": {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0}}
+    # Added with the cluster's own restart budget: always every cause, 0 where none.
+    assert public["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0}
     assert public["timings"] == {"gang_ready_seconds": 0.3, "total_seconds": 4.1}
 
 
@@ -88,7 +91,7 @@ def test_the_restart_section_reads_as_the_policy_enum():
     spec = spec_from_dict({"name": "t", "restart": {"policy": "task", "max_restarts": 2},
                               "roles": {"worker": {"command": "x"}}})
     assert spec.restart.policy is RestartPolicy.TASK
-    assert spec.to_dict()["restart"] == {"policy": "task", "max_restarts": 2}
+    assert spec.to_dict()["restart"] == {"policy": "task", "max_restarts": 2, "max_cluster_restarts": 10}
 
 
 def test_the_local_request_is_what_dry_run_prints_and_submit_runs(tmp_path):

@@ -31,7 +31,7 @@ def test_validate_prints_the_plan_with_placeholder_addresses(ddp_job):
     rc, out, err = cli("validate", str(ddp_job))
     assert rc == 0, err
     assert "OK: the job is valid." in err
-    assert "Job ddp: framework pytorch" in out and "restart gang (max_restarts 2)" in out
+    assert "Job ddp: framework pytorch" in out and "restart gang (max_restarts 2, max_cluster_restarts 10)" in out
     assert "worker:1  tracked  2 GiB, 1 vcore, 0 GPUs" in out
     assert "command: python train.py --epochs 2" in out
     for line in ("MASTER_ADDR=<worker.0.host>", "MASTER_PORT=<worker.0.port>", "WORLD_SIZE=2", "RANK=1",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from ..plan import TaskPlan
-from ..states import JobState
+from ..states import Cause, JobState
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,10 @@ class Ended:
     #: Not empty when the node refused to launch it (an untrusted image, a mount not allowed:
     #: ``refusals.refusal``): the verdict, in one line; no restart can help, the job fails.
     refusal: str = ""
+    #: Set where the cluster says it ended the container itself (``PREEMPTED``: taken back for
+    #: other work; ``NODE_LOST``: its machine or its disks failed): no failure of the program, a
+    #: restart spends ``restart.max_cluster_restarts``. None: the exit code says what happened.
+    cause: Optional[Cause] = None
 
 
 class Containers:

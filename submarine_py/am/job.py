@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import Plan
 from ..report import Event
-from ..states import JobState, Phase, TaskState
+from ..states import Cause, JobState, Phase, TaskState
 from .records import Executor, Task
 
 log = logging.getLogger("subm.am")
@@ -44,6 +44,10 @@ class JobRun:
         self.seq = 0
         self.attempt = 0  # the gang's attempt (gang policy); tasks keep their own too
         self.gang_restarts = 0
+        #: Of the gang's restarts, those for the cluster's faults (they spend no max_restarts).
+        self.gang_cluster_restarts = 0
+        #: Every restart so far, of the gang or of one task, by what caused it (the report's counts).
+        self.restarts_by_cause: Dict[Cause, int] = {}
         self.phase = Phase.STARTING
         self.state = JobState.RUNNING
         self.diagnostics = ""

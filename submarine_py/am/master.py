@@ -74,12 +74,15 @@ class ApplicationMaster:
             self.user = None
         self.gpu_idle_seconds = idle_seconds_setting()
         timeouts = plan.job.timeouts
+        restarts = Restarts(plan.job.restart)
+        # Under `never` the cluster replaces no container (the backend asks it not to): a
+        # restart for the cluster's faults is then the AM's to launch.
         self.job = JobRun(plan, job_id, submitted_at=submitted_at, prelaunched=containers.prelaunched,
-                          cluster_replaces_lost=containers.replaces_lost)
-        self.recovery = Recovery(self.job, Restarts(plan.job.restart), self._save_state)
+                          cluster_replaces_lost=containers.replaces_lost and restarts.cluster_replaces_containers)
+        self.recovery = Recovery(self.job, restarts, self._save_state)
         self.supervision = Supervision(self.job, containers, self.recovery, executor_env=self.executor_env,
                                        lost_after_seconds=timeouts.lost_after_seconds,
-                                       gpu_idle_seconds=self.gpu_idle_seconds)
+                                       gpu_idle_seconds=self.gpu_idle_seconds, hang_seconds=timeouts.hang_seconds)
         #: Executors call every third of timeouts.lost_after_seconds (at most HEARTBEAT_SECONDS),
         #: so that a silence that long is three missed calls.
         self.gang = Gang(self.job, containers, shared_dir=shared_dir,
@@ -98,8 +101,8 @@ class ApplicationMaster:
     def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
         return self.supervision.next_instructions(executor, after, wait)
 
-    def heard_from(self, executor: str) -> None:
-        self.supervision.heard_from(executor)
+    def heard_from(self, executor: str, quiet: Optional[float] = None, attempt: Optional[int] = None) -> None:
+        self.supervision.heard_from(executor, quiet, attempt)
 
     def on_started(self, body: Dict[str, Any]) -> None:
         self.supervision.on_started(body)
@@ -174,6 +177,7 @@ class ApplicationMaster:
             self._launch_and_poll()
             with job.lock:
                 self.gang.check_timeout()
+                self.supervision.check_hangs()
                 if job_deadline and time.monotonic() > job_deadline and not job.finishing:
                     job.finish(JobState.FAILED, f"the job ran longer than timeouts.job_seconds "
                                                 f"({timeouts.job_seconds} s)")
@@ -191,7 +195,8 @@ class ApplicationMaster:
             self.supervision.launch(ts)
         for ended in self.containers.poll():
             self.supervision.executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role,
-                                            ended.started_at, refused=not ended.counts, refusal=ended.refusal)
+                                            ended.started_at, refused=not ended.counts, refusal=ended.refusal,
+                                            cause=ended.cause)
         with job.lock:
             silent = self.supervision.silent_executors()
         for ex_id, why in silent:

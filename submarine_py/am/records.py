@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import TaskPlan
-from ..states import TaskState
+from ..states import Cause, TaskState
 from ..units import split_address
 from .gpu_usage import GpuUsage
 
@@ -41,6 +41,34 @@ class Task:
     began: float = 0.0
     #: Its executor was declared lost: the cluster will not replace it, the AM launches one.
     orphaned: bool = False
+    #: Why its last attempt ended, when it did not succeed (its state FAILED); None otherwise.
+    cause: Optional[Cause] = None
+    #: Its restarts (of the gang or of itself) by what caused them; ``restarts`` counts them all.
+    restarts_by_cause: Dict[Cause, int] = field(default_factory=dict)
+    #: Hang detection: the attempt the AM told its executor to stop as hung (once per attempt),
+    #: the attempt it warned of a long silence for, and when (monotonic) its GPUs were last busy.
+    hang_stopped: Optional[int] = None
+    quiet_warned: Optional[int] = None
+    gpu_busy_at: Optional[float] = None
+
+    @property
+    def cluster_restarts(self) -> int:
+        """Of its restarts, those for the cluster's faults (they spend no ``max_restarts``)."""
+        return sum(n for cause, n in self.restarts_by_cause.items() if cause.is_cluster)
+
+    def quiet_for(self, ex: Optional["Executor"], now: float) -> Optional[float]:
+        """How long its running attempt had shown no sign of work at its executor's last heartbeat
+        (at most a couple of seconds ago): printed nothing, nor (where its GPUs are sampled) used
+        a GPU by ``now`` (monotonic). Not carried forward from that heartbeat: the task may have
+        printed since, and a hang must not be declared on a guess. None while it does not run,
+        or before a heartbeat of this attempt said."""
+        quiet = ex.quiet if ex is not None else None
+        if self.state != TaskState.RUNNING or quiet is None or quiet.attempt != self.attempt:
+            return None
+        seconds = quiet.seconds
+        if self.gpu_busy_at is not None:
+            seconds = min(seconds, max(0.0, now - self.gpu_busy_at))
+        return seconds
 
     @property
     def key(self) -> Tuple[str, int]:
@@ -70,4 +98,15 @@ class Executor:
     last_seen: float = field(default_factory=time.monotonic)
     #: When the AM asked for its container (epoch seconds); None for containers of the job.
     launched_at: Optional[float] = None
+    #: What its last heartbeat said of its task's output: silent for so many seconds.
+    quiet: Optional["Quiet"] = None
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """A heartbeat's word on a running task's output: it had printed nothing (stdout, stderr) for
+    ``seconds`` in ``attempt``."""
+
+    seconds: float
+    attempt: int
 

@@ -11,19 +11,21 @@ Three kinds of fault are no exit code of a task's command:
   job over from the state the earlier one saved.
 
 Each is one failure of a task (or of the gang); what it does to the job is decided by
-:class:`~submarine_py.restarts.Restarts` alone. Methods run under the job's lock unless their
+:class:`~submarine_py.restarts.Restarts` alone, from its cause: the program's (its command
+failed, it hung) spend ``max_restarts``; the cluster's (YARN preempted its container, its node
+was lost) spend ``max_cluster_restarts``. Methods run under the job's lock unless their
 docstring says otherwise.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..report import JobReport, replace
-from ..restarts import Remedy, Restarts
-from ..states import JobState, Phase, TaskState
-from .diagnostics import quote_stderr
+from ..restarts import Decision, Remedy, Restarts, Spent
+from ..states import Cause, JobState, Phase, RestartPolicy, TaskState
+from .diagnostics import quote_stderr, quote_tail
 from .job import JobRun
 from .records import Task, shown
 
@@ -47,14 +49,15 @@ class Recovery:
 
     # -- a task failed ----------------------------------------------------------------------
     def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", ""),
-                    local_rank: Optional[int] = None) -> None:
+                    local_rank: Optional[int] = None, cause: Cause = Cause.FAILED) -> None:
         """``ts`` failed with ``code`` (``why``: said instead of "exit code N"); ``stderr``:
         where its stderr is, and what the executor sent of it (the error it found, the last
-        lines: :func:`.diagnostics.quote_stderr`); ``local_rank``: which of its processes failed."""
+        lines: :func:`.diagnostics.quote_stderr`); ``local_rank``: which of its processes failed;
+        ``cause``: the program's (``FAILED``, ``HUNG``)."""
         job = self.job
         who = ts.plan.id if local_rank is None else f"{ts.plan.id} (local rank {local_rank})"
         ts.exit_code = code
-        ts.state = TaskState.FAILED
+        ts.state, ts.cause = TaskState.FAILED, cause
         stderr_log, text = stderr
         said = quote_stderr(text)
         quoted = said.quoted(ts.plan.id)
@@ -67,41 +70,64 @@ class Recovery:
         if quoted:
             log.warning("%s failed (attempt %d):\n%s", who, shown(ts.attempt), quoted)
         failure = f"{who} failed with {reason} (attempt {shown(ts.attempt)}){where}"
-        decision = self.restarts.after_task_failure(job.gang_restarts, ts.restarts)
-        if decision.remedy == Remedy.RESTART_GANG:
-            job.gang_restarts += 1
-            self.restart_gang(failure)
-        elif decision.remedy == Remedy.RESTART_TASK:
-            self.restart_task(ts, failure)
+        decision = self.restarts.after(cause, *self.spent(ts))
+        if not decision.gives_up:
+            self.restart(ts, decision, failure, cause)
         else:
             job.finish(JobState.FAILED, f"{failure}; job failed ({decision.why})" + (f"\n{quoted}" if quoted else ""))
 
-    def restart_gang(self, why: str) -> None:
+    def spent(self, ts: Task) -> Tuple[Spent, Spent]:
+        """The restarts spent so far by the gang and by ``ts`` (what :meth:`Restarts.after` weighs)."""
+        job = self.job
+        return Spent(job.gang_restarts, job.gang_cluster_restarts), Spent(ts.restarts, ts.cluster_restarts)
+
+    def restart(self, ts: Task, decision: Decision, why: str, cause: Cause) -> None:
+        """Carry out a decision to restart the gang or ``ts`` alone, counting it for ``cause``."""
+        job = self.job
+        job.restarts_by_cause[cause] = job.restarts_by_cause.get(cause, 0) + 1
+        if decision.remedy == Remedy.RESTART_GANG:
+            job.gang_restarts += 1
+            job.gang_cluster_restarts += cause.is_cluster
+            self.restart_gang(why, cause)
+        else:
+            self.restart_task(ts, why, cause)
+
+    def _budget(self, cause: Cause, cluster_spent: int) -> str:
+        """The words a restart's decision gives its budget: attempts at most (the program's
+        failures), or this restart of ``max_cluster_restarts`` (the cluster's faults)."""
+        if cause.is_cluster:
+            return (f" (the cluster's fault: restart {cluster_spent} of at most {self.restarts.max_cluster_restarts} "
+                    f"for the cluster's faults, no max_restarts spent)")
+        return f" of at most {self.restarts.attempts_at_most + cluster_spent}"
+
+    def restart_gang(self, why: str, cause: Cause = Cause.FAILED) -> None:
         """Every task again, as the gang's next attempt (executors that live re-register)."""
         job = self.job
         job.attempt += 1
-        job.decide("restarting the gang: attempt %d of at most %d, because %s",
-                   shown(job.attempt), self.restarts.attempts_at_most, why)
+        job.decide("restarting the gang: attempt %d%s, because %s",
+                   shown(job.attempt), self._budget(cause, job.gang_cluster_restarts), why)
         job.phase = Phase.STARTING
         job.gang_started = time.monotonic()
         for ts in job.tasks.values():
             ts.attempt = job.attempt
             ts.restarts += 1
+            ts.restarts_by_cause[cause] = ts.restarts_by_cause.get(cause, 0) + 1
             self._again(ts)
         self.save_state()
 
-    def restart_task(self, ts: Task, why: str) -> None:
+    def restart_task(self, ts: Task, why: str, cause: Cause = Cause.FAILED) -> None:
         """The failed task alone, as its next attempt."""
         ts.restarts += 1
+        ts.restarts_by_cause[cause] = ts.restarts_by_cause.get(cause, 0) + 1
         ts.attempt += 1
-        self.job.decide("restarting %s alone: its attempt %d of at most %d, because %s", ts.plan.id,
-                        shown(ts.attempt), self.restarts.attempts_at_most, why)
+        self.job.decide("restarting %s alone: its attempt %d%s, because %s", ts.plan.id,
+                        shown(ts.attempt), self._budget(cause, ts.cluster_restarts), why)
         self._again(ts)
         self.save_state()
 
     def _again(self, ts: Task) -> None:
         ts.state = TaskState.PENDING
-        ts.exit_code = None
+        ts.exit_code, ts.cause = None, None
         ts.began = time.time()
         ex = self.job.live_executor(ts)
         if ex is not None:
@@ -113,6 +139,65 @@ class Recovery:
         """After a failure that restarted ``ts`` while its executor is gone: start another."""
         if not self.job.finishing and self.job.live_executor(ts) is None and ts.state == TaskState.PENDING:
             self.job.need_executor(ts)
+
+    # -- the cluster's faults and hangs -------------------------------------------------------
+    def task_taken(self, ts: Task, cause: Cause, why: str, code: Optional[int] = None) -> None:
+        """The cluster ended ``ts``'s attempt itself (``cause``: preempted, node lost): no failure
+        of the program, so a restart spends ``max_cluster_restarts``. ``why``: what the cluster
+        said; ``code``: YARN's exit status, where known."""
+        job = self.job
+        ts.state, ts.cause, ts.exit_code = TaskState.FAILED, cause, code
+        taken = f"{ts.plan.id} was {_taken_words(cause)} (attempt {shown(ts.attempt)}): {why}"
+        job.decide("%s", taken, level=logging.WARNING)
+        decision = self.restarts.after(cause, *self.spent(ts))
+        if decision.gives_up:
+            job.finish(JobState.FAILED, f"{taken}; job failed ({decision.why})")
+        else:
+            self.restart(ts, decision, taken, cause)
+
+    def container_taken(self, ex: Any, ts: Optional[Task], cause: Cause, what: str) -> None:
+        """A container the cluster took (``cause``) before its executor registered: no task ran
+        in it, so it costs no restart; its task (``ts``; None: whichever task of its role still
+        has no executor) gets another. The gang timeout bounds how long that may go on."""
+        job = self.job
+        if ts is None:
+            spare = [t for t in job.tasks.values() if t.plan.role == ex.role and t.state != TaskState.SUCCEEDED
+                     and job.live_executor(t) is None and t.key not in job.to_launch]
+            if not spare:
+                job.decide("a container of role %s was %s before its executor registered (%s); no task was "
+                           "waiting for it", ex.role, _taken_words(cause), what, level=logging.WARNING)
+                return
+            ts = spare[0]
+        job.decide("%s: its container was %s before its executor registered (%s): replacing it", ts.plan.id,
+                   _taken_words(cause), what, level=logging.WARNING)
+        job.need_executor(ts)
+
+    def task_hung(self, ts: Task, code: int, quiet: float, stderr: Tuple[str, str], stdout: str = "") -> None:
+        """``ts`` printed nothing for ``quiet`` seconds and its executor stopped it (exit ``code``):
+        a failure of the program (``timeouts.hang_seconds``), under ``max_restarts``. ``stderr``:
+        where its stderr is and its last lines; ``stdout``: the last lines of its stdout."""
+        job = self.job
+        limit = job.plan.job.timeouts.hang_seconds
+        printed = quote_tail(stdout)
+        if printed:
+            log.warning("last lines of %s's stdout (attempt %d):\n%s", ts.plan.id, shown(ts.attempt), printed)
+        self.task_failed(ts, code, why=f"no output for {quiet:.0f} s: hung (timeouts.hang_seconds {limit})",
+                         stderr=stderr, cause=Cause.HUNG)
+        if job.finishing and job.state == JobState.FAILED and printed:
+            job.diagnostics += f"\nlast lines of {ts.plan.id}'s stdout:\n{printed}"
+
+    def _restore_causes(self, previous: Optional[JobReport], before: Dict[Tuple[str, int], Any]) -> None:
+        """The restarts by cause an earlier AM saved: those for the cluster's faults spent
+        ``max_cluster_restarts``, not ``max_restarts``, and still did not."""
+        if previous is None:
+            return
+        job = self.job
+        job.restarts_by_cause = _causes(previous.restarts_by_cause)
+        if self.restarts.policy != RestartPolicy.TASK:  # there every restart was the gang's
+            job.gang_cluster_restarts = sum(n for c, n in job.restarts_by_cause.items() if c.is_cluster)
+        for key, ts in job.tasks.items():
+            if key in before:
+                ts.restarts_by_cause = _causes(before[key].restarts_by_cause)
 
     # -- failed launches --------------------------------------------------------------------
     def failed_launch(self, ex: Any, ts: Optional[Task], code: Optional[int], diagnostics: str,
@@ -196,13 +281,26 @@ class Recovery:
                 ts.restarts = old.restarts + between if old else gang_restarts
                 ts.began = time.time()
             job.attempt, job.gang_restarts = gang_attempt, gang_restarts
-            decision = self.restarts.after_am_loss(gang_restarts, [ts.restarts for ts in job.tasks.values()])
+            self._restore_causes(previous, before)
+            decision = self.restarts.after_am_loss(gang_restarts - job.gang_cluster_restarts,
+                                                   [ts.restarts - ts.cluster_restarts for ts in job.tasks.values()])
             if decision.gives_up:  # the counts stay where the earlier AM left them
                 job.finish(JobState.FAILED, f"{why}; job failed ({decision.why})")
                 return
             for ts in job.tasks.values():
                 ts.attempt, ts.restarts = ts.attempt + 1, ts.restarts + 1
             job.attempt, job.gang_restarts = job.attempt + 1, job.gang_restarts + 1
-            job.decide("restarting the gang in new containers: attempt %d of at most %d, because %s",
-                       shown(job.attempt), self.restarts.attempts_at_most, why)
+            job.decide("restarting the gang in new containers: attempt %d%s, because %s",
+                       shown(job.attempt), self._budget(Cause.FAILED, job.gang_cluster_restarts), why)
             self.save_state()
+
+
+def _taken_words(cause: Cause) -> str:
+    """``worker:1 was preempted``, ``worker:1 was lost with its node``."""
+    return "lost with its node" if cause == Cause.NODE_LOST else cause.words
+
+
+def _causes(counts: Mapping[str, int]) -> Dict[Cause, int]:
+    """A report's restarts by cause (names of :class:`Cause`) as the AM counts them."""
+    known = {c.value: c for c in Cause}
+    return {known[name]: int(n) for name, n in counts.items() if name in known and n}

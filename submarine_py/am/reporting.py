@@ -38,11 +38,14 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
                  gpu_idle_seconds: float) -> JobReport:
     """What the AM knows of the job now (call under the job's lock)."""
     end = job.finished_at or time.time()
+    now = time.monotonic()
     tasks = tuple(TaskReport(
         role=ts.plan.role, index=ts.plan.index, state=ts.state, exit_code=ts.exit_code,
         restarts=ts.restarts, attempt=shown(ts.attempt), host=ts.host, address=ts.address,
         tracked=ts.plan.tracked, log=ts.log, executor=ts.executor, command=ts.plan.command,
-        gpu=ts.gpu.summary(gpu_idle_seconds), **containers.details(ts.executor),
+        gpu=ts.gpu.summary(gpu_idle_seconds), cause=ts.cause,
+        restarts_by_cause={c.value: n for c, n in ts.restarts_by_cause.items()},
+        quiet_seconds=_rounded(ts.quiet_for(job.live_executor(ts), now)), **containers.details(ts.executor),
     ) for ts in job.tasks.values())
     return JobReport(
         app_id=job.job_id,
@@ -68,7 +71,13 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
         tensorboard_url=job.tensorboard_url,
         events=tuple(job.events),
         final=job.phase == Phase.DONE,
+        restarts_by_cause={c.value: n for c, n in job.restarts_by_cause.items()},
+        hang_seconds=job.plan.job.timeouts.hang_seconds,
     )
+
+
+def _rounded(seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else round(seconds, 1)
 
 
 def write_json(path: str, data: Dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
 from ..templating import render
@@ -94,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
                 executor = q["executor"][0]
             except (KeyError, ValueError) as exc:
                 return self._reply(400, {"error": f"bad request: {exc}"})
-            self.master.heard_from(executor)
+            self.master.heard_from(executor, *_quiet(q))
             items = self.master.next_instructions(executor, after, wait=wait)
             return self._reply(200, {"instructions": items})
         if path in ("/", "/status", "/index.html") or path.endswith("/status"):
@@ -127,3 +127,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, {"ok": True})
         except (KeyError, ValueError, TypeError) as exc:
             self._reply(400, {"error": f"bad request: {exc}"})
+
+
+def _quiet(q: Dict[str, Any]) -> Tuple[Optional[float], Optional[int]]:
+    """What a poll says of its executor's running task: (seconds it has printed nothing, its
+    attempt); (None, None) when it says nothing (no task runs) or nothing readable."""
+    try:
+        return float(q["quiet"][0]), int(q["attempt"][0])
+    except (KeyError, IndexError, ValueError):
+        return None, None

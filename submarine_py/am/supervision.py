@@ -1,9 +1,11 @@
 """Watching tasks and their executors: executors started, their calls (heartbeats, exits, GPU
-samples), containers that end, executors that fall silent.
+samples), containers that end, executors that fall silent, tasks that hang.
 
 What a task's end means is said here for success (the job succeeds once every tracked task
-has); a failure goes to :class:`~.recovery.Recovery`, which alone decides its cost.
-Methods run under the job's lock unless their docstring says otherwise.
+has); a failure goes to :class:`~.recovery.Recovery`, which alone decides its cost, with its
+cause: the program's (an exit code, a hang) or the cluster's (a container the cluster took
+back, a machine gone silent). Methods run under the job's lock unless their docstring says
+otherwise.
 """
 from __future__ import annotations
 
@@ -12,17 +14,20 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..plan import TaskPlan
-from ..states import JobState, TaskState
+from ..states import Cause, JobState, TaskState
 from .containers import Containers
 from .gpu_usage import add_samples
 from .job import JobRun
-from .records import Executor, Task, shown
+from .records import Executor, Quiet, Task, shown
 from .recovery import Recovery
 
 log = logging.getLogger("subm.am")
 
 #: An executor calls the AM at least this often: its long poll for instructions returns after it.
 HEARTBEAT_SECONDS = 2.0
+#: A task silent for this share of timeouts.hang_seconds is named in the AM's decisions (once per
+#: attempt) and in ``subm status``.
+HANG_WARNING_SHARE = 0.5
 
 
 class Supervision:
@@ -31,7 +36,7 @@ class Supervision:
 
     def __init__(self, job: JobRun, containers: Containers, recovery: Recovery, *,
                  executor_env: Callable[[TaskPlan], Dict[str, str]], lost_after_seconds: float,
-                 gpu_idle_seconds: float):
+                 gpu_idle_seconds: float, hang_seconds: Optional[float] = None):
         self.job = job
         self.containers = containers
         self.recovery = recovery
@@ -39,14 +44,19 @@ class Supervision:
         #: timeouts.lost_after_seconds: a silence this long declares an executor lost.
         self.lost_after_seconds = lost_after_seconds
         self.gpu_idle_seconds = gpu_idle_seconds
+        #: timeouts.hang_seconds: a tracked task that shows no sign of work this long has hung (None: off).
+        self.hang_seconds = hang_seconds
 
     # -- executors' calls (each takes the lock) ----------------------------------------------
-    def heard_from(self, executor: str) -> None:
-        """Any call of an executor is a heartbeat."""
+    def heard_from(self, executor: str, quiet: Optional[float] = None, attempt: Optional[int] = None) -> None:
+        """Any call of an executor is a heartbeat. Its polls also say, while its task runs, for
+        how long the task (``attempt``) has printed nothing (``quiet`` seconds)."""
         with self.job.lock:
             ex = self.job.executors.get(executor)
             if ex is not None:
                 ex.last_seen = time.monotonic()
+                if quiet is not None and attempt is not None:
+                    ex.quiet = Quiet(max(0.0, quiet), attempt)
 
     def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
         """The executor's instructions after ``after`` (its long poll: waits up to ``wait`` s)."""
@@ -93,10 +103,14 @@ class Supervision:
             if code != 0 and not stopped and not isinstance(tail, str):
                 tail = self.containers.stderr_tail(ts.plan, ex.id)
             where = self.containers.stderr_location(ts.plan, ex.id) or str(body.get("stderr_log") or "")
+            hung = body.get("hung")
             if code == 0 and not stopped:
                 self.task_succeeded(ts)
             elif job.is_tensorboard(ts):
                 self.tensorboard_failed(ts, code, where, tail or "")
+            elif isinstance(hung, (int, float)) and ts.hang_stopped == ts.attempt:  # stopped as hung, as told
+                self.recovery.task_hung(ts, code, float(hung), stderr=(where, tail or ""),
+                                        stdout=str(body.get("stdout_tail") or ""))
             else:  # of a task of several processes: the one that failed first (the others were stopped)
                 rank = body.get("local_rank")
                 self.recovery.task_failed(ts, code, stderr=(where, tail or ""),
@@ -111,6 +125,9 @@ class Supervision:
                 return
             ts = job.tasks[ex.task]
             add_samples(ts.gpu, body.get("samples"))
+            if ts.gpu.peak_utilization > 0:  # busy at its last sample, or that long before it
+                busy_at = time.monotonic() - ts.gpu.idle_now_seconds
+                ts.gpu_busy_at = max(ts.gpu_busy_at or busy_at, busy_at)
             if not ts.gpu_idle_flagged and ts.gpu.idle_now_seconds >= self.gpu_idle_seconds:
                 ts.gpu_idle_flagged = True
                 job.decide("%s holds %d GPU(s) at 0 %% utilization for %.0f s", ts.plan.id,
@@ -168,10 +185,14 @@ class Supervision:
 
     def executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,
                        role: Optional[str] = None, started_at: Optional[float] = None,
-                       lost: bool = False, refused: bool = False, refusal: str = "") -> None:
-        """An executor is gone: its container ended (``code``), or it fell silent (``lost``);
-        ``refusal``: the node's refusal to launch it (see ``Ended.refusal``)."""
+                       lost: bool = False, refused: bool = False, refusal: str = "",
+                       cause: Optional[Cause] = None) -> None:
+        """An executor is gone: its container ended (``code``), or it fell silent (``lost``: its
+        machine, the cluster's fault); ``refusal``: the node's refusal to launch it (see
+        ``Ended.refusal``). ``cause``: the cluster's, where the cluster said it took the
+        container itself (preempted, its node lost); None: the exit code says."""
         job = self.job
+        taken = Cause.NODE_LOST if lost else cause if cause is not None and cause.is_cluster and not refused else None
         with job.lock:
             ex = job.executors.get(ex_id)
             if ex is None:
@@ -179,7 +200,10 @@ class Supervision:
                     # A container requested with the job (or a replacement the cluster started
                     # itself) ended before its executor registered.
                     ex = job.executors[ex_id] = Executor(ex_id, role, alive=False)
-                    self.recovery.failed_launch(ex, None, code, diagnostics, started_at, refused, refusal)
+                    if taken:
+                        self.recovery.container_taken(ex, None, taken, diagnostics)
+                    else:
+                        self.recovery.failed_launch(ex, None, code, diagnostics, started_at, refused, refusal)
                 return
             if not ex.alive:
                 return
@@ -191,11 +215,14 @@ class Supervision:
                 return
             if not ex.registered:
                 ts.executor = None
-                self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused,
-                                            refusal)
+                if taken:
+                    self.recovery.container_taken(ex, ts, taken, diagnostics)
+                else:
+                    self.recovery.failed_launch(ex, ts, code, diagnostics, started_at or ex.launched_at, refused,
+                                                refusal)
                 return
-            detail = diagnostics if lost else \
-                f"its container ended (exit code {code}{'; ' + diagnostics if diagnostics else ''})"
+            said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
+            detail = diagnostics if lost else f"its container ended ({said or 'exit code unknown'})"
             if ts.state == TaskState.SUCCEEDED:
                 return
             job.decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
@@ -206,7 +233,10 @@ class Supervision:
                 # node with several tasks died): part of that failure, so only a new executor.
                 job.need_executor(ts)
                 return
-            self.recovery.task_failed(ts, code if code not in (None, 0) else 1, why=detail)
+            if taken:
+                self.recovery.task_taken(ts, taken, detail, code)
+            else:
+                self.recovery.task_failed(ts, code if code not in (None, 0) else 1, why=detail)
             self.recovery.replace_if_pending(ts)
 
     # -- silences --------------------------------------------------------------------------------
@@ -232,3 +262,31 @@ class Supervision:
             with self.job.lock:
                 for ex in self.job.executors.values():
                     ex.last_seen += gap
+
+    # -- hangs -----------------------------------------------------------------------------------
+    def check_hangs(self) -> None:
+        """Each tracked task that has shown no sign of work for timeouts.hang_seconds (printed
+        nothing, used none of its sampled GPUs) has hung: its executor is told to stop it, and
+        reports its end as the task's failure (:meth:`on_exit`). Untracked tasks (TensorFlow's
+        ``ps``) are not watched: serving others, they print nothing for hours."""
+        job, limit = self.job, self.hang_seconds
+        if not limit or job.finishing:
+            return
+        now = time.monotonic()
+        for ts in job.tasks.values():
+            if not ts.plan.tracked or ts.hang_stopped == ts.attempt:
+                continue
+            ex = job.live_executor(ts)
+            quiet = ts.quiet_for(ex, now)
+            if ex is None or quiet is None:
+                continue
+            gpus = " and used no GPU" if ts.gpu_busy_at is not None or ts.gpu.samples else ""
+            if quiet >= limit:
+                ts.hang_stopped = ts.attempt
+                job.decide("%s printed nothing%s for %.0f s (timeouts.hang_seconds %s): stopping it as hung "
+                           "(attempt %d)", ts.plan.id, gpus, quiet, limit, shown(ts.attempt), level=logging.WARNING)
+                job.send(ex, "hung", attempt=ts.attempt, quiet=round(quiet, 1))
+            elif quiet >= limit * HANG_WARNING_SHARE and ts.quiet_warned != ts.attempt:
+                ts.quiet_warned = ts.attempt
+                job.decide("%s has printed nothing%s for %.0f s of timeouts.hang_seconds %s (attempt %d)",
+                           ts.plan.id, gpus, quiet, limit, shown(ts.attempt), level=logging.WARNING)

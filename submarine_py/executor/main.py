@@ -17,12 +17,16 @@ Life of an executor::
                 the environment the AM built for it (processes.py: one task for failure)
       register: stop the processes, re-register for the next attempt (same port when possible)
       exit:     stop the processes (SIGTERM to them and theirs, then SIGKILL), leave
+      hung:     stop the processes, report their end as the task's failure (it printed nothing
+                for timeouts.hang_seconds: the AM decides, from what the polls say)
     report every end of the task          POST /v1/exit  (the first failed process, or all 0)
     while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
 Each poll returns after a couple of seconds at most and the next one starts at
 once: the polls are the executor's heartbeat (the AM declares a silent executor
-lost, since a machine that dies closes no connection).
+lost, since a machine that dies closes no connection). While a task runs, each poll
+also says how long it has printed nothing (its stdout and stderr are files, whose
+modification time every write moves), which is how the AM finds a hung task.
 
 The executor outlives attempts, so a gang restart needs no new containers.
 Settings come from the environment: SUBM_TOKEN (or SUBM_TOKEN_FILE, a file
@@ -219,8 +223,10 @@ class Executor:
         self.reservation = None
         self.task = None  # the running attempt's TaskProcesses (processes.py)
         self.task_attempt = None
+        self.task_started = 0.0  # when it started (epoch seconds)
+        self.hung = None  # (attempt, seconds quiet, stderr tail, stdout tail): the AM found it hung
         #: Where this attempt's stderr begins (path, offset), when stderr is a readable file.
-        self.stderr_start = None
+        self.stderr_start = self.stdout_start = None
         self.stopping = False  # the task is being stopped (not failing by itself)
         self.killed = False  # the last stop needed SIGKILL
         self.seq = 0
@@ -248,9 +254,12 @@ class Executor:
     def poll_forever(self):
         """Long-poll the AM for instructions and queue them for the main loop."""
         while not self.done.is_set():
+            task, attempt = self.task, self.task_attempt
+            printed = _sibling("stderr").last_printed(self.task_started) if task is not None and task.running() else None
+            quiet = "" if printed is None else "&quiet=%.1f&attempt=%d" % (max(0.0, time.time() - printed), attempt)
             try:
-                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d&wait=%g"
-                                     % (self.executor_id, self.seq, self.poll_seconds),
+                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d&wait=%g%s"
+                                     % (self.executor_id, self.seq, self.poll_seconds, quiet),
                                      timeout=self.poll_seconds + 10)
             except Exception as exc:  # AM gone for good: stop the task, leave
                 self.instructions.put({"op": "am-lost", "why": str(exc)})
@@ -285,11 +294,13 @@ class Executor:
         for stream in (sys.stdout, sys.stderr):
             stream.write(header + "\n")
             stream.flush()
-        path = _sibling("stderr").stderr_path()
+        stderr = _sibling("stderr")
+        path, out = stderr.stderr_path(), stderr.stderr_path(1)
         try:
             self.stderr_start = (path, os.fstat(2).st_size) if path else None
+            self.stdout_start = (out, os.fstat(1).st_size) if out else None
         except OSError:
-            self.stderr_start = None
+            self.stderr_start = self.stdout_start = None
         if not instr.get("hold_port"):
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
@@ -312,7 +323,7 @@ class Executor:
             sys.stderr.flush()
             self.report_exit(instr["attempt"], 127, stopped=False)
             return
-        self.task_attempt = instr["attempt"]
+        self.task_attempt, self.task_started = instr["attempt"], time.time()
         self.stopping = self.killed = False
         if instr.get("gpus") and self.gpu is None:
             nvml = _sibling("nvml")
@@ -388,11 +399,12 @@ class Executor:
         code = task.task_exit_code()
         if self.stopping and self.killed:
             code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
-        self.report_exit(self.task_attempt, code, self.stopping)
+        hung = self.hung if self.hung and self.hung[0] == self.task_attempt and code != 0 else None
+        self.report_exit(self.task_attempt, code, self.stopping and hung is None, tail=hung and hung[2], hung=hung)
 
-    def report_exit(self, attempt, code, stopped, local_rank=None, tail=None):
+    def report_exit(self, attempt, code, stopped, local_rank=None, tail=None, hung=None):
         """``tail``: the failed process's stderr, when captured; else read from the executor's
-        stderr file (one process), where it is a file."""
+        stderr file (one process), where it is a file. ``hung``: stopped as hung (``self.hung``)."""
         body = {"executor": self.executor_id, "attempt": attempt, "exit_code": code, "stopped": stopped}
         if local_rank is not None:
             body["local_rank"] = local_rank
@@ -405,6 +417,8 @@ class Executor:
                 body["stderr_tail"] = tail
             if self.stderr_start:
                 body["stderr_log"] = self.stderr_start[0]
+        if hung is not None:
+            body["hung"], body["stdout_tail"] = hung[1], hung[3]
         try:
             self.am.call("POST", "/v1/exit", body)
         except Exception as exc:
@@ -424,6 +438,12 @@ class Executor:
             if op == "run":
                 if self.task is None:
                     self.start(instr)
+            elif op == "hung":  # what it printed last is read now, before the stop adds our words
+                if self.task is not None and instr.get("attempt") == self.task_attempt:
+                    self.hung = (self.task_attempt, instr.get("quiet"),
+                                 _sibling("stderr").last_lines(*self.stderr_start) if self.stderr_start else None,
+                                 _sibling("stderr").last_lines(*self.stdout_start) if self.stdout_start else None)
+                    self.stop_task(self.grace)
             elif op == "register":
                 self.stop_task(self.grace)
                 self.check_task()

@@ -16,13 +16,13 @@ TAIL_BYTES = 2048
 ERROR_SEARCH_BYTES = 65536
 
 
-def stderr_path():
-    """The file this process's stderr writes to, or None (a pipe or a terminal: in a local
-    Docker container the backend reads the tail itself)."""
+def stderr_path(fd=2):
+    """The file this process's stderr (or ``fd``) writes to, or None (a pipe or a terminal: in a
+    local Docker container the backend reads the tail itself)."""
     try:
-        if not stat.S_ISREG(os.fstat(2).st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        path = os.readlink("/proc/self/fd/2")
+        path = os.readlink("/proc/self/fd/%d" % fd)
     except OSError:
         return None
     return path if os.path.isfile(path) else None
@@ -120,3 +120,35 @@ def find_error(lines):
 
 def _indent(line):
     return len(line) - len(line.lstrip())
+
+
+def last_lines(path, start):
+    """The last lines (at most TAIL_LINES, TAIL_BYTES) written to ``path`` since offset ``start``
+    (a hung task's last words, stdout's or stderr's); None: unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            begin = max(start, end - TAIL_BYTES)
+            f.seek(begin)
+            data = f.read(end - begin)
+    except (OSError, ValueError):
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()
+    if begin > start and lines:
+        lines = lines[1:]  # the first line was cut
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def last_printed(since):
+    """When (epoch seconds) stdout or stderr was last written, ``since`` at the earliest; None
+    when neither is a file (a pipe's time does not move on every kernel, a terminal's lags)."""
+    known = False
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            since, known = max(since, st.st_mtime), True
+    return since if known else None

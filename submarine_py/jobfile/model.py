@@ -32,6 +32,10 @@ NETWORKS = ("host", "bridge", "none")
 DEFAULT_STOP_GRACE_SECONDS = 3.0
 #: Three missed heartbeats (one every 2 s): well within the 10 s a dead machine may go unnoticed.
 DEFAULT_LOST_AFTER_SECONDS = 6.0
+#: Restarts for the cluster's faults (preemption, a lost node) unless the job file says: more than
+#: a program's failures get by default (none), since the program did nothing wrong, yet bounded,
+#: since a job preempted over and over on a full cluster is better failed than churning.
+DEFAULT_MAX_CLUSTER_RESTARTS = 10
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,11 @@ class RestartSpec:
     """The job file's ``restart`` section."""
 
     policy: RestartPolicy = RestartPolicy.GANG
+    #: Restarts for the program's failures (its command failed, it hung).
     max_restarts: int = 0
+    #: Restarts for the cluster's faults (its container preempted, its node lost): they spend
+    #: none of ``max_restarts`` (see ``restarts.py``).
+    max_cluster_restarts: int = DEFAULT_MAX_CLUSTER_RESTARTS
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,11 @@ class Timeouts:
     #: call the AM every third of it (at most every 2 s). The trade-off: how soon a dead node is
     #: noticed against a busy or briefly unreachable node mistaken for a dead one.
     lost_after_seconds: float = DEFAULT_LOST_AFTER_SECONDS
+    #: A tracked task that prints nothing (stdout and stderr) for this long, and uses none of its
+    #: GPUs where they are sampled, has hung: it is stopped and fails, under the restart policy
+    #: (None: off). The trade-off: how long a hung gang holds its GPUs against a quiet phase of a
+    #: healthy program (a long evaluation, a checkpoint written without a word) taken for a hang.
+    hang_seconds: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +187,8 @@ class JobSpec:
             "name": self.name,
             "framework": self.framework,
             "queue": self.queue,
-            "restart": {"policy": self.restart.policy.value, "max_restarts": self.restart.max_restarts},
+            "restart": {"policy": self.restart.policy.value, "max_restarts": self.restart.max_restarts,
+                        "max_cluster_restarts": self.restart.max_cluster_restarts},
             "timeouts": {"gang_seconds": self.timeouts.gang_seconds,
                          "stop_grace_seconds": self.timeouts.stop_grace_seconds,
                          "lost_after_seconds": self.timeouts.lost_after_seconds},
@@ -183,6 +197,8 @@ class JobSpec:
         }
         if self.timeouts.job_seconds is not None:
             d["timeouts"]["job_seconds"] = self.timeouts.job_seconds
+        if self.timeouts.hang_seconds is not None:
+            d["timeouts"]["hang_seconds"] = self.timeouts.hang_seconds
         if self.docker:
             d["docker"] = self.docker.to_dict()
         if self.environment.to_dict():

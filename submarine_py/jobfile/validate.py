@@ -23,9 +23,9 @@ from .fields import (
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, NETWORKS, PER_GPU, RESTART_POLICIES,
-    ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources, RestartSpec, RoleSpec,
-    TensorBoardSpec, Timeouts,
+    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS,
+    NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
+    RestartSpec, RoleSpec, TensorBoardSpec, Timeouts,
 )
 
 #: A URI of a filesystem TensorBoard reads (``hdfs://nn/logs``, ``gs://bucket/logs``).
@@ -142,14 +142,16 @@ class Builder(ProblemCollector):
         return spec
 
     def restart(self, value: Any) -> RestartSpec:
-        d = self.mapping(value, "restart", ("policy", "max_restarts"))
+        d = self.mapping(value, "restart", ("policy", "max_restarts", "max_cluster_restarts"))
         policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, RestartPolicy.GANG.value)
         max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0, maximum=100)
-        return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts)
+        cluster = self.integer(d.get("max_cluster_restarts"), "restart.max_cluster_restarts", 0,
+                               DEFAULT_MAX_CLUSTER_RESTARTS, maximum=100)
+        return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts, max_cluster_restarts=cluster)
 
     def timeouts(self, value: Any) -> Timeouts:
         d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds",
-                                             "lost_after_seconds"))
+                                             "lost_after_seconds", "hang_seconds"))
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
@@ -163,7 +165,10 @@ class Builder(ProblemCollector):
                           f"{MIN_LOST_AFTER_SECONDS} to {MAX_LOST_AFTER_SECONDS}, got {show(lost)}")
             else:
                 lost_s = float(lost)
-        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s)
+        hang = d.get("hang_seconds")
+        hang_s = None if hang is None else self.integer(hang, "timeouts.hang_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
+        return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s,
+                        hang_seconds=hang_s)
 
     def roles(self, value: Any, job_docker: Optional[DockerSpec],
               with_tensorboard: bool = False) -> Dict[str, RoleSpec]:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from ...plan import Plan, TaskPlan
 from ...refusals import refusal
 from ...am.containers import Containers, Ended
-from ...states import JobState
+from ...states import Cause, JobState
 from .rest import ResourceManager, nm_container, node_log, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
@@ -41,6 +41,25 @@ MAX_DIAGNOSTICS = 2000
 PROBE_SECONDS = 2.0
 #: NodeManager states of a container whose launch has ended (YARN's NM-side ContainerState).
 NM_EXITED = ("EXITED_WITH_FAILURE", "DONE")
+#: YARN's exit statuses (``ContainerExitStatus``) of a container that the cluster ended itself:
+#: no failure of the program, so its restart spends ``restart.max_cluster_restarts``.
+#: Not among them: -103/-104 (over its memory: the program, or what it asked for), -105 (killed
+#: by the AM: ours), -107 (after the application ended), -109 (too much log).
+CLUSTER_EXIT_STATUSES = {
+    -100: Cause.NODE_LOST,  # ABORTED: released on a node the RM declared lost (or never launched)
+    -101: Cause.NODE_LOST,  # DISKS_FAILED: its node's disks failed
+    -102: Cause.PREEMPTED,  # PREEMPTED: taken back for a queue under its guaranteed share
+    -106: Cause.PREEMPTED,  # KILLED_BY_RESOURCEMANAGER: how the NodeManager records a preempted container
+    -108: Cause.PREEMPTED,  # KILLED_BY_CONTAINER_SCHEDULER: an opportunistic container preempted
+}
+#: The RM's words for the same, for when the NodeManager no longer knows the exit status
+#: (skein passes on the RM's diagnostics of a container that ended with a negative status).
+CLUSTER_DIAGNOSTICS = (
+    ("preempted by scheduler", Cause.PREEMPTED),
+    ("killed by resourcemanager", Cause.PREEMPTED),
+    ("released on a *lost* node", Cause.NODE_LOST),
+    ("disks failed", Cause.NODE_LOST),
+)
 
 
 class YarnContainers(Containers):
@@ -183,8 +202,10 @@ class YarnContainers(Containers):
         if not reason or (message and message not in reason and not message.startswith("Container failed during")):
             reason = "; ".join(x for x in (message, reason) if x)
         code = int(code) if code not in (None, -1000) else None
-        if state == "FAILED" and c.yarn_node_http_address and c.yarn_container_id:
-            # skein sends the script's output to <service>.log, not the stderr YARN quotes.
+        cause = cluster_cause(code, f"{message} {reason}")  # YARN's words only, not the log's
+        if state == "FAILED" and cause is None and c.yarn_node_http_address and c.yarn_container_id:
+            # skein sends the script's output to <service>.log, not the stderr YARN quotes (not
+            # asked where the cluster took the container: its log does not say why).
             tail = node_log(c.yarn_node_http_address, c.yarn_container_id, f"{c.service_name}.log", timeout=2.0)
             if tail:
                 text = tail.decode("utf-8", "replace").strip()
@@ -199,7 +220,7 @@ class YarnContainers(Containers):
         # diagnostics, or the launch line's in the log): the AM fails the job at once.
         refused = refusal(code, reason) if state == "FAILED" else ""
         return Ended(c.id, code, f"{words}: {reason}" if reason else words, role=c.service_name,
-                     started_at=started, refusal=refused)
+                     started_at=started, refusal=refused, cause=cause)
 
     def _refuse_if_avoided(self, c: Any) -> Optional[Ended]:
         """A container YARN placed on a machine found dead (YARN thinks it alive for minutes)."""
@@ -295,6 +316,18 @@ class YarnContainers(Containers):
 
     def finish(self, state: JobState, diagnostics: str) -> None:
         self.app.shutdown((state if state.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
+
+
+def cluster_cause(code: Optional[int], diagnostics: str) -> Optional[Cause]:
+    """The cluster's fault that ended a container, from YARN's exit status (the NodeManager's) or
+    YARN's diagnostics (the RM's, passed on by skein, and the NodeManager's); None: the program's
+    exit, as far as YARN says."""
+    if code in CLUSTER_EXIT_STATUSES:
+        return CLUSTER_EXIT_STATUSES[code]
+    # Else YARN's words (the NodeManager may record the 143 of a container it killed for the RM),
+    # not the stderr the NodeManager quotes after them, which the program wrote.
+    text = re.split(r"last \d+ bytes of", diagnostics.lower())[0]
+    return next((cause for words, cause in CLUSTER_DIAGNOSTICS if words in text), None)
 
 
 def _host(node_http: Optional[str]) -> Optional[str]:
