@@ -30,6 +30,8 @@ def main() -> None:
         "reduced": float(total.item()), "loss": float(loss.item()),
         "node_rank": os.environ.get("GROUP_RANK"),
     }), flush=True)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # as Accelerate's examples end: the process group goes down cleanly
 
 
 if __name__ == "__main__":
