@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, TextIO, Tuple
+from typing import Dict, List, Optional, Protocol, TextIO, Tuple
 
 from ...errors import BackendError, JobNotFoundError
 from ...report import JobReport
 from ..logs import LogFile, LogOutput, missing_attempt, read_tail
 from .rest import node_log, node_log_sizes, stream_node_log
 
-if TYPE_CHECKING:
-    from .backend import YarnBackend
+
+class _Reports(Protocol):
+    """What the logs need of the YARN backend: a job's report (``YarnBackend.status``)."""
+
+    def status(self, app_id: str) -> JobReport: ...
+
 
 TASK_LOG_FILES = ("stdout", "stderr")
 #: The master script's stdout and stderr in skein's AM container: the Python AM's log.
@@ -37,7 +41,7 @@ FOLLOW_SECONDS = 1.0
 Place = Tuple[str, str]
 
 
-def write_app_logs(backend: "YarnBackend", app_id: str, out: TextIO, role: Optional[str] = None,
+def write_app_logs(backend: _Reports, app_id: str, out: TextIO, role: Optional[str] = None,
                    index: Optional[int] = None, follow: bool = False, attempt: Optional[int] = None,
                    tail: Optional[int] = None) -> None:
     """``subm logs APP``: the AM's log of every AM attempt first (when no role or index is
@@ -75,7 +79,7 @@ def write_app_logs(backend: "YarnBackend", app_id: str, out: TextIO, role: Optio
         time.sleep(FOLLOW_SECONDS)
 
 
-def _am_attempts(backend: "YarnBackend", app_id: str) -> List[Tuple[str, Place]]:
+def _am_attempts(backend: _Reports, app_id: str) -> List[Tuple[str, Place]]:
     """The application's AM attempts that got a container, oldest first: (attempt id, place)."""
     try:
         attempts = backend.rm.app_attempts(app_id)
