@@ -19,6 +19,9 @@ pytest.importorskip("torch", reason="the programs train with PyTorch")
 
 LIGHTNING_JOB = REPO / "examples" / "pytorch-lightning" / "job.yaml"
 ACCELERATE_PROGRAM = REPO / "tests" / "programs" / "accelerate_fit.py"
+#: One process's result line. A task's processes share its stdout, and with PYTHONUNBUFFERED (YARN
+#: sets it) a print is two writes, so another process's line can land between a line and its "\n".
+RESULT = re.compile(r"\{[^{}]*\}")
 EPOCH_LINE = re.compile(r"^epoch (\d+) rank (\d+)/(\d+) node (\d+) local (\d+) loss ", re.M)
 
 
@@ -79,8 +82,8 @@ def test_an_accelerate_program_finds_every_process(tmp_path, subm_home, instance
         """)
     rc, report, err = run_json("run", str(job), "--backend", "local", "--quiet", timeout=300)
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"
-    lines = [json.loads(line) for i in range(instances)
-             for line in stdout_of(subm_home, f"worker-{i}").splitlines() if line.startswith("{")]
+    lines = [json.loads(found) for i in range(instances)
+             for found in RESULT.findall(stdout_of(subm_home, f"worker-{i}"))]
     world = instances * processes
     assert sorted(r["process_index"] for r in lines) == list(range(world))
     assert {(r["num_processes"], r["distributed"], r["reduced"]) for r in lines} == {(world, "MULTI_CPU", float(world))}

@@ -50,6 +50,7 @@ def main() -> None:
                       config["train"]["save_every"], rank, args.fail_at_epoch)
     trainer.train(config["train"]["epochs"])
     if distributed:
+        dist.barrier()  # every rank is done before the store's host (rank 0) goes away
         dist.destroy_process_group()
 
 
