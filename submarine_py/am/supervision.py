@@ -82,14 +82,20 @@ class Supervision:
                 ex.info["child_pid"] = body.get("pid")
                 ex.info["child_pids"] = body.get("pids") or [body.get("pid")]
 
+    def _task_of(self, body: Dict[str, Any]) -> Tuple[Optional[Executor], Optional[Task]]:
+        """The executor a call names and the task it runs; (ex or None, None) when it runs none."""
+        ex = self.job.executors.get(str(body["executor"]))
+        if ex is None or ex.task is None:
+            return ex, None
+        return ex, self.job.tasks[ex.task]
+
     def on_exit(self, body: Dict[str, Any]) -> None:
         """The task's command exited (``POST /v1/exit``)."""
         job = self.job
         with job.lock:
-            ex = job.executors.get(str(body["executor"]))
-            if ex is None or ex.task is None:
+            ex, ts = self._task_of(body)
+            if ts is None:
                 return
-            ts = job.tasks[ex.task]
             attempt, code = body.get("attempt"), int(body["exit_code"])
             if attempt == ts.attempt and ts.state in (TaskState.STOPPED, TaskState.KILLED) and ts.exit_code is None:
                 ts.exit_code = code  # stopped at the job's end: 128+15 exited on SIGTERM, 137 needed SIGKILL
@@ -120,10 +126,9 @@ class Supervision:
         """GPU samples of an executor's task (utilization %, memory used)."""
         job = self.job
         with job.lock:
-            ex = job.executors.get(str(body["executor"]))
-            if ex is None or ex.task is None:
+            ex, ts = self._task_of(body)
+            if ts is None:
                 return
-            ts = job.tasks[ex.task]
             add_samples(ts.gpu, body.get("samples"))
             if ts.gpu.peak_utilization > 0:  # busy at its last sample, or that long before it
                 busy_at = time.monotonic() - ts.gpu.idle_now_seconds

@@ -32,17 +32,11 @@ def stderr_tail(path, start):
     """What a failed attempt's report quotes (:func:`stderr_report`) of what it wrote to
     ``path`` since offset ``start``, of which it reads the last ERROR_SEARCH_BYTES; None:
     unreadable."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            end = f.tell()
-            begin = max(start, end - ERROR_SEARCH_BYTES)
-            f.seek(begin)
-            data = f.read(end - begin)
-    except (OSError, ValueError):
+    read = _read_end(path, start, ERROR_SEARCH_BYTES)
+    if read is None:
         return None
-    text = data.decode("utf-8", "replace")
-    return stderr_report(text.split("\n", 1)[-1] if begin > start else text)  # its first line was cut
+    text, cut = read
+    return stderr_report(text.split("\n", 1)[-1] if cut else text)  # its first line was cut
 
 
 def stderr_report(text):
@@ -125,19 +119,29 @@ def _indent(line):
 def last_lines(path, start):
     """The last lines (at most TAIL_LINES, TAIL_BYTES) written to ``path`` since offset ``start``
     (a hung task's last words, stdout's or stderr's); None: unreadable."""
+    read = _read_end(path, start, TAIL_BYTES)
+    if read is None:
+        return None
+    text, cut = read
+    lines = text.splitlines()
+    if cut and lines:
+        lines = lines[1:]  # the first line was cut
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def _read_end(path, start, limit):
+    """``(text, cut)``: what was written to ``path`` since offset ``start``, at most its last
+    ``limit`` bytes, and whether that cut into its first line; None: unreadable."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             end = f.tell()
-            begin = max(start, end - TAIL_BYTES)
+            begin = max(start, end - limit)
             f.seek(begin)
             data = f.read(end - begin)
     except (OSError, ValueError):
         return None
-    lines = data.decode("utf-8", "replace").splitlines()
-    if begin > start and lines:
-        lines = lines[1:]  # the first line was cut
-    return "\n".join(lines[-TAIL_LINES:])
+    return data.decode("utf-8", "replace"), begin > start
 
 
 def last_printed(since):
