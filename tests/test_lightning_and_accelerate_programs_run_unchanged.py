@@ -22,7 +22,8 @@ ACCELERATE_PROGRAM = REPO / "tests" / "programs" / "accelerate_fit.py"
 #: One process's result line. A task's processes share its stdout, and with PYTHONUNBUFFERED (YARN
 #: sets it) a print is two writes, so another process's line can land between a line and its "\n".
 RESULT = re.compile(r"\{[^{}]*\}")
-EPOCH_LINE = re.compile(r"^epoch (\d+) rank (\d+)/(\d+) node (\d+) local (\d+) loss ", re.M)
+#: An epoch line, read wherever it landed for the same reason.
+EPOCH_LINE = re.compile(r"epoch (\d+) rank (\d+)/(\d+) node (\d+) local (\d+) loss ")
 
 
 def lightning(*sets: str, timeout: float = 400):

@@ -54,7 +54,7 @@ class Report(Callback):
     def on_train_epoch_end(self, trainer, module):
         loss = trainer.callback_metrics.get("train_loss_epoch")
         print(f"epoch {trainer.current_epoch} rank {trainer.global_rank}/{trainer.world_size} "
-              f"node {trainer.node_rank} local {trainer.local_rank} loss {float(loss):.4f}", flush=True)
+              f"node {trainer.node_rank} local {trainer.local_rank} loss {float(loss):.4f}\n", end="", flush=True)
 
 
 def main() -> None:
