@@ -25,14 +25,17 @@ class Timings:
     gang_ready_seconds: Optional[float] = None
     #: Seconds from submission until the job ended (or until now, while it runs).
     total_seconds: Optional[float] = None
+    #: Seconds the job waited for room for its gang, holding no task container (every wait).
+    queued_seconds: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None or k != "queued_seconds"}
 
     @classmethod
     def from_dict(cls, data: Optional[Mapping[str, Any]]) -> "Timings":
         data = data or {}
-        return cls(gang_ready_seconds=data.get("gang_ready_seconds"), total_seconds=data.get("total_seconds"))
+        return cls(gang_ready_seconds=data.get("gang_ready_seconds"), total_seconds=data.get("total_seconds"),
+                   queued_seconds=data.get("queued_seconds"))
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,10 @@ class JobReport:
     restarts_by_cause: Mapping[str, int] = field(default_factory=dict)
     #: timeouts.hang_seconds, where the job set it (what ``quiet_seconds`` of tasks are weighed against).
     hang_seconds: Optional[int] = None
+    #: While queued: what the job waits for ("waiting for 4 GPUs: 2 free in queue teamb ...").
+    waiting_for: Optional[str] = None
+    #: Nodes each attempt of the gang spanned, in order.
+    nodes_spanned: Tuple[int, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -223,12 +230,14 @@ class JobReport:
         }
         # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
         for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec",
-                    "hang_seconds"):
+                    "hang_seconds", "waiting_for"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         counts = {k: v for k, v in restart_counts(self.restarts_by_cause).items() if v}
         if counts:
             d["restarts_by_cause"] = counts
+        if self.nodes_spanned:
+            d["nodes_spanned"] = list(self.nodes_spanned)
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         return d
@@ -247,6 +256,10 @@ class JobReport:
         if self.tensorboard_url:
             out["tensorboard_url"] = self.tensorboard_url
         out["restarts_by_cause"] = restart_counts(self.restarts_by_cause)
+        if self.waiting_for:
+            out["waiting_for"] = self.waiting_for
+        if self.nodes_spanned:
+            out["nodes_spanned"] = list(self.nodes_spanned)
         return out
 
     @classmethod
@@ -279,4 +292,6 @@ class JobReport:
             spec=data.get("spec"),
             restarts_by_cause={k: v for k, v in restart_counts(data.get("restarts_by_cause")).items() if v},
             hang_seconds=data.get("hang_seconds"),
+            waiting_for=data.get("waiting_for"),
+            nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
         )

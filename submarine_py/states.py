@@ -50,10 +50,26 @@ class TaskState(_Named):
 class Phase(_Named):
     """Where the ApplicationMaster is in a job's life."""
 
+    QUEUED = "QUEUED"        # waiting for room for the whole gang, holding no task container
     STARTING = "STARTING"    # the gang is being started (or restarted)
     RUNNING = "RUNNING"      # the whole gang registered; commands run
     FINISHING = "FINISHING"  # the verdict is in; executors are being stopped
     DONE = "DONE"            # every executor is gone; the report is final
+
+
+class GateState(_Named):
+    """A gang's way through admission (``am/allocation.py``)."""
+
+    QUEUED = "QUEUED"  # holding no task container; asks when the whole gang fits
+    ASKED = "ASKED"    # containers asked for; all must be granted within timeouts.hold_seconds
+    HELD = "HELD"      # every container granted
+
+
+class Placement(_Named):
+    """Where a gang's tasks go (``placement`` in the job file)."""
+
+    PACK = "pack"      # on as few nodes as the free GPUs allow (collectives across machines cost)
+    SPREAD = "spread"  # one task per node where possible
 
 
 class RestartPolicy(_Named):

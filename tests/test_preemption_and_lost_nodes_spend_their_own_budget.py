@@ -155,8 +155,13 @@ def test_a_preempted_task_restarts_the_gang_without_spending_max_restarts():
     assert f"worker:1 was preempted (attempt 1): its container ended (exit code -102; {PREEMPTED})" in log
     assert "restarting the gang: attempt 2 (the cluster's fault: restart 1 of at most 10 for the cluster's " \
            "faults, no max_restarts spent), because worker:1 was preempted" in log
-    assert sorted((t, a) for t, a, _ in fake.runs) == [("worker:0", 0), ("worker:0", 1), ("worker:1", 0),
-                                                       ("worker:1", 1)]
+    # The rest of the gang is useless without worker:1: every container went back (worker:0's
+    # too) and the whole gang was asked for again once it fit.
+    assert "giving every container of the gang back until the cluster has room for all of it" in log
+    assert "worker-0-e1" in fake.killed
+    assert sorted((t, a) for t, a, _ in fake.runs if a == 1) == [("worker:0", 1), ("worker:1", 1)]
+    assert {ex["task"].id for ex_id, ex in fake.executors.items() if ex_id not in ("worker-0-e1", "worker-1-e2")} \
+        == {"worker:0", "worker:1"}
 
 
 def test_a_preempted_task_under_task_restarts_alone():
@@ -231,7 +236,8 @@ def test_under_never_the_am_launches_what_the_cluster_will_not_replace():
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["restarts_by_cause"] == {"preempted": 1}
-    assert sorted(fake.executors) == ["worker-0-e1", "worker-1-e2", "worker-1-e3"]
+    # Two executors for the first gang, two for the gang asked for again (all given back).
+    assert len(fake.executors) == 4 and "worker-0-e1" in fake.killed
 
 
 def test_a_new_am_attempt_knows_which_restarts_were_the_clusters():

@@ -7,10 +7,11 @@ executors and say when one has ended.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from ..plan import TaskPlan
-from ..states import Cause, JobState
+from ..states import Cause, GateState, JobState, Placement
+from .admission import Verdict
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,21 @@ class Containers:
     #: True when the cluster manager itself replaces an executor whose container failed
     #: (YARN through skein: quicker than asking for a new container afterwards).
     replaces_lost = False
+
+    def admit(self, tasks: Sequence[TaskPlan], placement: Placement) -> Verdict:
+        """Whether every one of ``tasks`` (a gang to start) can have its container now, all at
+        once; when not, what the job waits for (:mod:`.admission`). A yes may hold what it
+        admitted for the job (a machine's GPUs) until :meth:`kill` or :meth:`close`."""
+        return Verdict(True)
+
+    def granted(self, executors: Sequence[str]) -> bool:
+        """Whether the cluster has allocated the containers of these executors (all of them)."""
+        return True
+
+    def announce(self, state: GateState) -> None:
+        """Tell other jobs' admission where this job's gang stands: queued (waiting for room),
+        asked (its containers arriving) or held (YARN: the application's progress, which every
+        AM reads from the RM). Called from the main loop only."""
 
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         """Start an executor for ``task`` with ``env`` added; return its executor id."""

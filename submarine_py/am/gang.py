@@ -44,7 +44,7 @@ class Gang:
             ex.info.update({k: body.get(k) for k in ("pid", "container", "node_http", "log_dirs", "host")})
             self.containers.registered(ex_id, ex.info)
             ex.last_seen = time.monotonic()
-            if job.finishing or ex.lost:
+            if job.finishing or ex.lost or not ex.alive:  # (not alive: its container was given back)
                 job.send(ex, "exit", code=0)
                 return {"index": body.get("index")}
             ts = job.tasks.get(ex.task) if ex.task else None
@@ -102,6 +102,7 @@ class Gang:
             job.decide("gang ready: all %d tasks registered (attempt %d), %s",
                        len(job.tasks), shown(job.attempt), since)
             job.phase = Phase.RUNNING
+            job.spans.append(len({ts.host for ts in job.tasks.values() if ts.host}))
             self.save_state()
         plan = job.plan
         job.cluster = plan.cluster_spec({ts.key: ts.address for ts in job.tasks.values()})

@@ -60,6 +60,8 @@ class JobRun:
         #: The cluster manager replaces an executor whose container failed by itself.
         self.cluster_replaces_lost = cluster_replaces_lost
         self.events: List[Event] = []
+        #: Nodes each attempt of the gang spanned (hosts of its tasks when it was ready).
+        self.spans: List[int] = []
 
     # -- the AM's words --------------------------------------------------------------------
     def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:

@@ -31,6 +31,7 @@ from ..plan import Plan, TaskPlan
 from ..report import JobReport
 from ..restarts import Restarts
 from ..states import JobState, Phase
+from .allocation import Allocation
 from .containers import Containers
 from .gang import Gang
 from .gpu_usage import idle_seconds_setting, sample_seconds_setting
@@ -79,8 +80,10 @@ class ApplicationMaster:
         # restart for the cluster's faults is then the AM's to launch.
         self.job = JobRun(plan, job_id, submitted_at=submitted_at, prelaunched=containers.prelaunched,
                           cluster_replaces_lost=containers.replaces_lost and restarts.cluster_replaces_containers)
-        self.recovery = Recovery(self.job, restarts, self._save_state)
+        self.allocation = Allocation(self.job, containers, prelaunched=containers.prelaunched)
+        self.recovery = Recovery(self.job, restarts, self._save_state, give_back=self.allocation.give_back)
         self.supervision = Supervision(self.job, containers, self.recovery, executor_env=self.executor_env,
+                                       task_done=self.allocation.task_done,
                                        lost_after_seconds=timeouts.lost_after_seconds,
                                        gpu_idle_seconds=self.gpu_idle_seconds, hang_seconds=timeouts.hang_seconds)
         #: Executors call every third of timeouts.lost_after_seconds (at most HEARTBEAT_SECONDS),
@@ -186,13 +189,13 @@ class ApplicationMaster:
             time.sleep(0.05)
 
     def _launch_and_poll(self) -> None:
-        """Executors to start, containers that ended, executors that fell silent."""
+        """Executors to start (and containers to give back), containers that ended, executors
+        that fell silent; then whether the gang asked for was granted (:mod:`.allocation`)."""
         job = self.job
-        with job.lock:
-            launch = [job.tasks[k] for k in job.to_launch]
-            job.to_launch = []
-        for ts in launch:
+        for ts in self.allocation.launches():
             self.supervision.launch(ts)
+        for ex_id in self.allocation.releases():
+            self.containers.kill(ex_id)
         for ended in self.containers.poll():
             self.supervision.executor_ended(ended.executor, ended.exit_code, ended.diagnostics, ended.role,
                                             ended.started_at, refused=not ended.counts, refusal=ended.refusal,
@@ -202,12 +205,13 @@ class ApplicationMaster:
         for ex_id, why in silent:
             self.containers.lost(ex_id)
             self.supervision.executor_ended(ex_id, None, why, lost=True)
+        self.allocation.check()
 
     # ---------------------------------------------------------------- report
     def report(self) -> JobReport:
         with self.job.lock:
             return build_report(self.job, self.containers, user=self.user, url=self.url,
-                                gpu_idle_seconds=self.gpu_idle_seconds)
+                                gpu_idle_seconds=self.gpu_idle_seconds, allocation=self.allocation)
 
     def _write_report(self, report: Optional[JobReport] = None) -> None:
         """Write the report file, if the AM has one (see :mod:`.reporting`)."""

@@ -42,10 +42,13 @@ class Recovery:
     """Turns failures into restarts of the gang or of a task, or into the job's failure.
     ``save_state`` keeps the attempts where a later AM can read them."""
 
-    def __init__(self, job: JobRun, restarts: Restarts, save_state: Callable[[], None]):
+    def __init__(self, job: JobRun, restarts: Restarts, save_state: Callable[[], None],
+                 give_back: Callable[[str], None] = lambda why: None):
         self.job = job
         self.restarts = restarts
         self.save_state = save_state
+        #: Gives every container of the gang back and queues the job (``Allocation.give_back``).
+        self.give_back = give_back
 
     # -- a task failed ----------------------------------------------------------------------
     def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", ""),
@@ -152,8 +155,14 @@ class Recovery:
         decision = self.restarts.after(cause, *self.spent(ts))
         if decision.gives_up:
             job.finish(JobState.FAILED, f"{taken}; job failed ({decision.why})")
-        else:
-            self.restart(ts, decision, taken, cause)
+            return
+        self.restart(ts, decision, taken, cause)
+        if cause == Cause.PREEMPTED and decision.remedy == Remedy.RESTART_GANG:
+            # The rest of the gang is useless without it: every container goes back, and the
+            # gang waits for room for all of it (holding GPUs idle meanwhile is what preemption
+            # took them back from).
+            job.decide("giving every container of the gang back until the cluster has room for all of it")
+            self.give_back(f"preempted: waiting for room for the whole gang again")
 
     def container_taken(self, ex: Any, ts: Optional[Task], cause: Cause, what: str) -> None:
         """A container the cluster took (``cause``) before its executor registered: no task ran

@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 from ..plan import Plan
 from ..report import JobReport, TaskReport, Timings, replace
 from ..states import JobState, Phase, TaskState
+from .allocation import Allocation
 from .containers import Containers
 from .job import JobRun
 from .records import shown
@@ -35,7 +36,7 @@ def spec_without_secrets(plan: Plan) -> Dict[str, Any]:
 
 
 def build_report(job: JobRun, containers: Containers, *, user: Optional[str], url: str,
-                 gpu_idle_seconds: float) -> JobReport:
+                 gpu_idle_seconds: float, allocation: Optional[Allocation] = None) -> JobReport:
     """What the AM knows of the job now (call under the job's lock)."""
     end = job.finished_at or time.time()
     now = time.monotonic()
@@ -66,13 +67,17 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
         tasks=tasks,
         cluster_spec=job.cluster,
         timings=Timings(gang_ready_seconds=job.gang_ready_seconds,
-                        total_seconds=round(end - job.submitted_at, 3)),
+                        total_seconds=round(end - job.submitted_at, 3),
+                        queued_seconds=round(allocation.queued_seconds(), 3)
+                        if allocation is not None and allocation.queued_seconds() else None),
         status_url=url,
         tensorboard_url=job.tensorboard_url,
         events=tuple(job.events),
         final=job.phase == Phase.DONE,
         restarts_by_cause={c.value: n for c, n in job.restarts_by_cause.items()},
         hang_seconds=job.plan.job.timeouts.hang_seconds,
+        waiting_for=(allocation.waiting_for() or None) if allocation is not None and not job.finishing else None,
+        nodes_spanned=tuple(job.spans),
     )
 
 

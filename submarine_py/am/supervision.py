@@ -36,7 +36,8 @@ class Supervision:
 
     def __init__(self, job: JobRun, containers: Containers, recovery: Recovery, *,
                  executor_env: Callable[[TaskPlan], Dict[str, str]], lost_after_seconds: float,
-                 gpu_idle_seconds: float, hang_seconds: Optional[float] = None):
+                 gpu_idle_seconds: float, hang_seconds: Optional[float] = None,
+                 task_done: Callable[[Task], None] = lambda ts: None):
         self.job = job
         self.containers = containers
         self.recovery = recovery
@@ -46,6 +47,8 @@ class Supervision:
         self.gpu_idle_seconds = gpu_idle_seconds
         #: timeouts.hang_seconds: a tracked task that shows no sign of work this long has hung (None: off).
         self.hang_seconds = hang_seconds
+        #: Gives back the container of a task that succeeded (``Allocation.task_done``).
+        self.task_done = task_done
 
     # -- executors' calls (each takes the lock) ----------------------------------------------
     def heard_from(self, executor: str, quiet: Optional[float] = None, attempt: Optional[int] = None) -> None:
@@ -158,6 +161,8 @@ class Supervision:
             job.decide("every tracked task succeeded%s",
                        f"; stopping untracked tasks: {', '.join(untracked)}" if untracked else "")
             job.finish(JobState.SUCCEEDED, "")
+        else:
+            self.task_done(ts)
 
     def tensorboard_failed(self, ts: Task, code: int, stderr_log: str, tail: str) -> None:
         """The job's TensorBoard exited by itself: it watches the job and never decides it, so

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from ..states import RestartPolicy
+from ..states import Placement, RestartPolicy
 from ..units import format_memory
 
 FRAMEWORKS = ("pytorch", "tensorflow", "horovod", "mxnet", "custom")
@@ -21,7 +21,7 @@ ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker"
 PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags", "shared_dir", "tensorboard")
+              "environment", "tags", "shared_dir", "tensorboard", "placement")
 #: The role of the task that runs the job's TensorBoard (the ``tensorboard`` field); every
 #: framework knows it and leaves it untracked.
 TENSORBOARD_ROLE = "tensorboard"
@@ -30,6 +30,10 @@ NETWORKS = ("host", "bridge", "none")
 #: framework that ignores SIGTERM adds little to each gang restart (YARN's own SIGTERM-SIGKILL
 #: delay is 250 ms). Jobs that checkpoint on SIGTERM raise it.
 DEFAULT_STOP_GRACE_SECONDS = 3.0
+#: 20 s: YARN grants a fitting gang within a few node heartbeats (1 s each), Docker images and
+#: a loaded RM included; a gang not complete by then is competing for the room it saw.
+DEFAULT_HOLD_SECONDS = 20.0
+MIN_HOLD_SECONDS, MAX_HOLD_SECONDS = 2.0, 600.0
 #: Three missed heartbeats (one every 2 s): well within the 10 s a dead machine may go unnoticed.
 DEFAULT_LOST_AFTER_SECONDS = 6.0
 #: Restarts for the cluster's faults (preemption, a lost node) unless the job file says: more than
@@ -92,6 +96,13 @@ class Timeouts:
     #: (None: off). The trade-off: how long a hung gang holds its GPUs against a quiet phase of a
     #: healthy program (a long evaluation, a checkpoint written without a word) taken for a hang.
     hang_seconds: Optional[int] = None
+    #: How long the job may wait for room for its gang (queued, holding no task container)
+    #: before it fails (None: as long as it takes; waiting for capacity is no failure).
+    queue_seconds: Optional[int] = None
+    #: Admission is a forecast: a gang asked for and not all granted within this many seconds
+    #: is given back whole, and the job waits again (no part of a gang held idle for longer).
+    #: The trade-off: a busy cluster's slow grants against GPUs held idle in a partial gang.
+    hold_seconds: float = DEFAULT_HOLD_SECONDS
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,9 @@ class JobSpec:
     #: TensorBoard beside the job (None: none). Its task is the role TENSORBOARD_ROLE, in
     #: ``roles`` like any other (spelled out in the job file, or added with the defaults).
     tensorboard: Optional[TensorBoardSpec] = None
+    #: Where a gang's tasks go: on as few nodes as the free GPUs allow (``pack``), or one per
+    #: node where possible (``spread``).
+    placement: Placement = Placement.PACK
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -199,6 +213,12 @@ class JobSpec:
             d["timeouts"]["job_seconds"] = self.timeouts.job_seconds
         if self.timeouts.hang_seconds is not None:
             d["timeouts"]["hang_seconds"] = self.timeouts.hang_seconds
+        if self.timeouts.queue_seconds is not None:
+            d["timeouts"]["queue_seconds"] = self.timeouts.queue_seconds
+        if self.timeouts.hold_seconds != DEFAULT_HOLD_SECONDS:
+            d["timeouts"]["hold_seconds"] = self.timeouts.hold_seconds
+        if self.placement != Placement.PACK:
+            d["placement"] = self.placement.value
         if self.docker:
             d["docker"] = self.docker.to_dict()
         if self.environment.to_dict():

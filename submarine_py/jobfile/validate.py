@@ -14,7 +14,7 @@ import shlex
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import ProblemCollector, SpecError
-from ..states import RestartPolicy
+from ..states import Placement, RestartPolicy
 from ..units import parse_memory
 from .fields import (
     ENV_NAME, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_LOST_AFTER_SECONDS,
@@ -23,8 +23,8 @@ from .fields import (
 )
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS,
-    NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
+    DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_STOP_GRACE_SECONDS,
+    FRAMEWORKS, JOB_FIELDS, MAX_HOLD_SECONDS, MIN_HOLD_SECONDS, NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
     RestartSpec, RoleSpec, TensorBoardSpec, Timeouts,
 )
 
@@ -71,12 +71,12 @@ class Builder(ProblemCollector):
             return default
         return value
 
-    def seconds(self, value: Any, path: str, default: float, maximum: float) -> float:
-        """A duration in seconds: a number (whole or not) from 0 to ``maximum``."""
+    def seconds(self, value: Any, path: str, default: float, maximum: float, minimum: float = 0) -> float:
+        """A duration in seconds: a number (whole or not) from ``minimum`` to ``maximum``."""
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= maximum:
-            self.fail(path, f"expected a number of seconds from 0 to {maximum:g}, got {show(value)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value <= maximum:
+            self.fail(path, f"expected a number of seconds from {minimum:g} to {maximum:g}, got {show(value)}")
             return default
         return float(value)
 
@@ -126,12 +126,14 @@ class Builder(ProblemCollector):
         environment = self.environment(data.get("environment"))
         tags = self.tags(data.get("tags"))
         shared_dir = self.shared_dir(data.get("shared_dir"))
+        placement = self.choice(data.get("placement"), "placement", tuple(p.value for p in Placement),
+                                Placement.PACK.value)
         if environment.archive and ENV_ARCHIVE_DIR in {d.split("/")[0] for d in files}:
             self.fail(f"files.{ENV_ARCHIVE_DIR}", f"'{ENV_ARCHIVE_DIR}' is where environment.archive is "
                                                   "unpacked; choose another destination")
         spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
                        timeouts=timeouts, files=files, docker=docker, environment=environment,
-                       tags=tags, shared_dir=shared_dir, tensorboard=tensorboard)
+                       tags=tags, shared_dir=shared_dir, tensorboard=tensorboard, placement=Placement(placement))
         if not self.problems:
             from ..frameworks import get_framework
 
@@ -151,7 +153,8 @@ class Builder(ProblemCollector):
 
     def timeouts(self, value: Any) -> Timeouts:
         d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds",
-                                             "lost_after_seconds", "hang_seconds"))
+                                             "lost_after_seconds", "hang_seconds", "queue_seconds",
+                                             "hold_seconds"))
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
@@ -167,8 +170,13 @@ class Builder(ProblemCollector):
                 lost_s = float(lost)
         hang = d.get("hang_seconds")
         hang_s = None if hang is None else self.integer(hang, "timeouts.hang_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
+        queue = d.get("queue_seconds")
+        queue_s = None if queue is None else self.integer(queue, "timeouts.queue_seconds", 1, 0,
+                                                          maximum=MAX_JOB_SECONDS)
+        hold_s = self.seconds(d.get("hold_seconds"), "timeouts.hold_seconds", DEFAULT_HOLD_SECONDS,
+                              MAX_HOLD_SECONDS, minimum=MIN_HOLD_SECONDS)
         return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s,
-                        hang_seconds=hang_s)
+                        hang_seconds=hang_s, queue_seconds=queue_s, hold_seconds=hold_s)
 
     def roles(self, value: Any, job_docker: Optional[DockerSpec],
               with_tensorboard: bool = False) -> Dict[str, RoleSpec]:

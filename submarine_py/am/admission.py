@@ -1,0 +1,200 @@
+"""Gang admission: whether a job's whole gang may be asked for now (pure; see ``allocation.py``).
+
+YARN has no gang scheduling: a job that asks for its N containers and holds whatever arrives
+can hold part of a gang while another job holds the rest, both idle until a timeout (TonY's
+deadlock). So a job's gang goes through a gate:
+
+* **QUEUED**: no task container held (the AM only). The backend says whether the whole gang
+  fits now (:meth:`Containers.admit`: on YARN :func:`admit` over the RM's free resources per
+  node and in the queue, older waiting jobs first; locally a machine-wide GPU ledger).
+  Waiting is no failure; ``timeouts.queue_seconds`` (if set) bounds it.
+* **ASKED**: the gang's containers are asked for. Admission is a forecast (other applications
+  take resources too): if the cluster has not granted all of them within ``timeouts.hold_seconds``,
+  every container goes back and the job waits again, with a backoff (:class:`Gate`).
+* **HELD**: every container granted; ``timeouts.gang_seconds`` bounds the time to registration.
+
+Order between jobs (:func:`admit`): jobs waiting for a gang are taken oldest first (higher YARN
+priority first). A younger job may start before an older one whose gang does not fit yet
+(backfill, Kueue's BestEffortFIFO) only while that older job has waited less than
+``starve_seconds``; after that nobody passes it (StrictFIFO), so a stream of small jobs cannot
+starve a large gang: the room they leave as they end is kept for it.
+
+Everything here is pure: inputs in, a verdict out, for tests to drive alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+#: How long a younger job may pass an older waiting one whose gang does not fit (seconds).
+STARVE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Need:
+    """Resources of one container (or free on a node, or left in a queue)."""
+
+    memory_mb: int = 0
+    vcores: int = 0
+    gpus: int = 0
+
+    def fits_in(self, room: "Need") -> bool:
+        return self.memory_mb <= room.memory_mb and self.vcores <= room.vcores and self.gpus <= room.gpus
+
+    def __add__(self, other: "Need") -> "Need":
+        return Need(self.memory_mb + other.memory_mb, self.vcores + other.vcores, self.gpus + other.gpus)
+
+    def __sub__(self, other: "Need") -> "Need":
+        return Need(self.memory_mb - other.memory_mb, self.vcores - other.vcores, self.gpus - other.gpus)
+
+
+def total(needs: Sequence[Need]) -> Need:
+    out = Need()
+    for n in needs:
+        out = out + n
+    return out
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A job's gang as admission sees it: one :class:`Need` per container."""
+
+    job: str
+    queue: str
+    #: When the job was submitted (epoch seconds): older jobs go first.
+    submitted_at: float
+    needs: Tuple[Need, ...]
+    priority: int = 0
+    #: Containers it already holds or was granted (an admitted gang still arriving): they are
+    #: subtracted first, and such a job is never passed.
+    asked: bool = False
+
+
+@dataclass(frozen=True)
+class Room:
+    """What the cluster has free now, as the backend read it."""
+
+    #: Free resources per node (name -> free), running nodes only.
+    nodes: Mapping[str, Need]
+    #: What the job's queue may still take (its maximum less what it uses); None: no limit known.
+    queue_free: Optional[Need] = None
+    #: The queue's guaranteed share, for the words only (None: unknown).
+    queue_guaranteed: Optional[Need] = None
+    #: Other jobs waiting for their gang (or asked and still arriving), any queue.
+    others: Tuple[Gang, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Admission's answer: ``fits`` and, when not, what the job waits for, in words."""
+
+    fits: bool
+    why: str = ""
+    #: Where each container would go (node names, in the order of the gang's needs), if it fits.
+    placement: Tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        return len(set(self.placement))
+
+
+def place(needs: Sequence[Need], nodes: Mapping[str, Need], spread: bool = False) -> Optional[List[str]]:
+    """Nodes for ``needs`` (one each, in order) or None if they do not all fit at once.
+
+    ``pack`` (the default): the largest needs first, each onto the node with the most free GPUs
+    that takes it, so a gang spans as few machines as the free GPUs allow (collectives across
+    machines cost). ``spread``: each onto the node with the most free GPUs left, one task per
+    node where possible."""
+    free: Dict[str, Need] = dict(nodes)
+    out: List[Optional[str]] = [None] * len(needs)
+    order = sorted(range(len(needs)), key=lambda i: (-needs[i].gpus, -needs[i].memory_mb, -needs[i].vcores))
+    used: Dict[str, int] = {}
+    for i in order:
+        fitting = [n for n, room in free.items() if needs[i].fits_in(room)]
+        if not fitting:
+            return None
+        if spread:
+            best = min(fitting, key=lambda n: (used.get(n, 0), -free[n].gpus, -free[n].memory_mb, n))
+        else:  # pack: keep filling a node already chosen, else the roomiest
+            best = max(fitting, key=lambda n: (used.get(n, 0) > 0, free[n].gpus, free[n].memory_mb, n))
+        free[best] = free[best] - needs[i]
+        used[best] = used.get(best, 0) + 1
+        out[i] = best
+    return [n for n in out if n is not None]
+
+
+def fewest_nodes(needs: Sequence[Need], nodes: Mapping[str, Need]) -> Optional[int]:
+    """The fewest nodes ``needs`` can span on ``nodes`` (None: they do not fit)."""
+    placed = place(needs, nodes)
+    return len(set(placed)) if placed is not None else None
+
+
+def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SECONDS,
+          spread: bool = False) -> Verdict:
+    """Whether ``me``'s whole gang may be asked for now.
+
+    The jobs waiting (``room.others`` and ``me``) are taken in order: asked gangs first (their
+    containers are arriving), then by priority and age. Each one that fits takes its room (the
+    room left is what the next one sees); one that does not fit is passed by younger jobs only
+    while it has waited less than ``starve_seconds``.
+    """
+    free = dict(room.nodes)
+    queue_free = room.queue_free
+    ahead = sorted((g for g in room.others if g.job != me.job),
+                   key=lambda g: (not g.asked, -g.priority, g.submitted_at, g.job))
+    mine = (-me.priority, me.submitted_at, me.job)
+    blocked_by: List[Gang] = []
+    for g in ahead:
+        if not g.asked and (-g.priority, g.submitted_at, g.job) > mine:
+            break  # younger (or lower priority) than me: after me
+        placed = place(g.needs, free)
+        same_queue = queue_free is not None and g.queue == me.queue
+        if placed is not None and (not same_queue or total(g.needs).fits_in(queue_free)):
+            for node, need in zip(placed, g.needs):
+                free[node] = free[node] - need
+            if same_queue:
+                queue_free = queue_free - total(g.needs)
+            continue
+        if g.asked or now - g.submitted_at >= starve_seconds:
+            blocked_by.append(g)
+    want = total(me.needs)
+    if blocked_by:
+        g = blocked_by[0]
+        return Verdict(False, _short(want, room, queue_free, me.queue)
+                       + f"; {len(blocked_by)} older job{'s' if len(blocked_by) > 1 else ''} waiting first "
+                         f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)")
+    if queue_free is not None and not want.fits_in(queue_free):
+        return Verdict(False, _short(want, room, queue_free, me.queue))
+    placed = place(me.needs, free, spread=spread)
+    if placed is None:
+        return Verdict(False, _short(want, room, queue_free, me.queue, per_node=True))
+    return Verdict(True, placement=tuple(placed))
+
+
+def _words(n: Need) -> str:
+    parts = [f"{n.gpus} GPU{'s' if n.gpus != 1 else ''}"] if n.gpus else []
+    return ", ".join(parts + [f"{n.memory_mb} MiB", f"{n.vcores} vcores"])
+
+
+def _short(want: Need, room: Room, queue_free: Optional[Need], queue: str, per_node: bool = False) -> str:
+    """What is short, GPUs first: "waiting for 4 GPUs: 2 free in queue teamb (3 guaranteed), 2 on
+    the largest node"."""
+    cluster = total(list(room.nodes.values()))
+    largest = max(room.nodes.values(), key=lambda n: (n.gpus, n.memory_mb), default=Need())
+    for attr, unit in (("gpus", "GPUs"), ("memory_mb", "MiB"), ("vcores", "vcores")):
+        asked = getattr(want, attr)
+        if not asked:
+            continue
+        in_queue = getattr(queue_free, attr) if queue_free is not None else None
+        have = min(getattr(cluster, attr), in_queue if in_queue is not None else getattr(cluster, attr))
+        if asked <= have and not (per_node and attr == "gpus"):
+            continue
+        words = f"waiting for {asked} {unit}: {max(have, 0)} free"
+        if in_queue is not None:
+            guaranteed = getattr(room.queue_guaranteed, attr) if room.queue_guaranteed is not None else None
+            words += f" in queue {queue}" + (f" ({guaranteed} guaranteed)" if guaranteed is not None else "")
+        words += f" and {getattr(cluster, attr)} in the cluster" if in_queue is not None else " in the cluster"
+        if per_node:
+            words += f", at most {getattr(largest, attr)} on one node"
+        return words
+    return f"waiting for room for {_words(want)} across {len(room.nodes)} node(s) (no placement fits now)"

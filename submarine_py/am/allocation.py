@@ -1,0 +1,246 @@
+"""Allocation: what the job asks the cluster for, when, and what it gives back.
+
+One part of the AM decides it; the main loop asks it each round (:meth:`Allocation.launches`,
+:meth:`Allocation.check`), recovery asks it to give a preempted gang back
+(:meth:`Allocation.give_back`), supervision to give back the container of a task that is done
+(:meth:`Allocation.task_done`). Its inputs are explicit: the job's live state, the backend's
+:class:`~.containers.Containers` (which answers admission: :mod:`.admission`) and a clock.
+
+A gang to start (the first, or every task again after its containers went back) passes a
+:class:`Gate`: QUEUED holding no task container until the backend says the whole gang fits,
+then ASKED; if the cluster has not granted every container within ``timeouts.hold_seconds``,
+all of them go back and the job waits again, after a backoff that doubles each time. A single
+replacement (a task restarted alone, a container lost under a running gang) is asked for at
+once: the rest of its gang is up and waits for it.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+from ..states import GateState, JobState, Phase, TaskState
+from .containers import Containers
+from .job import JobRun
+from .records import Task
+
+log = logging.getLogger("subm.am")
+
+#: Backoff after a gang given back: the first wait and the cap (seconds); a random share of up
+#: to BACKOFF_JITTER is added so that jobs given back together do not ask together again.
+BACKOFF_FIRST, BACKOFF_CAP, BACKOFF_JITTER = 2.0, 30.0, 0.5
+#: How often a queued job asks the backend whether its gang fits (the RM's REST, on YARN).
+ADMIT_EVERY_SECONDS = 2.0
+
+
+@dataclass
+class Gate:
+    """A gang's way through admission, over time (all times monotonic seconds)."""
+
+    hold_seconds: float
+    queue_seconds: Optional[float] = None
+    state: GateState = GateState.QUEUED
+    waiting_since: float = 0.0
+    #: When admission may next be asked (backoff, or the pace of ADMIT_EVERY_SECONDS).
+    not_before: float = 0.0
+    asked_at: float = 0.0
+    #: Gangs given back after a hold so far (the backoff doubles with each).
+    given_back: int = 0
+    #: Seconds spent queued so far, every wait of the job together.
+    queued_seconds: float = 0.0
+    #: What the job waits for, in words (empty unless queued).
+    why: str = ""
+    rng: random.Random = field(default_factory=random.Random)
+
+    def queue(self, now: float, why: str = "") -> None:
+        """Wait (again) for room, holding nothing."""
+        self.state, self.waiting_since, self.why = GateState.QUEUED, now, why
+
+    def waited(self, now: float) -> float:
+        return now - self.waiting_since if self.state == GateState.QUEUED else 0.0
+
+    def out_of_patience(self, now: float) -> bool:
+        return self.state == GateState.QUEUED and self.queue_seconds is not None and self.waited(now) > self.queue_seconds
+
+    def may_ask(self, now: float) -> bool:
+        return self.state == GateState.QUEUED and now >= self.not_before
+
+    def refused(self, now: float, why: str) -> None:
+        self.why, self.not_before = why, max(self.not_before, now + ADMIT_EVERY_SECONDS)
+
+    def admitted(self, now: float) -> None:
+        self.queued_seconds += now - self.waiting_since
+        self.state, self.asked_at, self.why = GateState.ASKED, now, ""
+
+    def hold_over(self, now: float) -> bool:
+        return self.state == GateState.ASKED and now - self.asked_at > self.hold_seconds
+
+    def backoff(self, now: float) -> float:
+        """Back to the queue after a hold ran out; returns how long before asking again."""
+        self.given_back += 1
+        wait = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (self.given_back - 1))
+        wait += self.rng.uniform(0, BACKOFF_JITTER * wait)
+        self.queue(now, f"gave its partial gang back after the hold ({self.hold_seconds:g} s); asking again in {wait:.0f} s")
+        self.not_before = now + wait
+        return wait
+
+
+class Allocation:
+    """What to ask for and what to give back. ``clock``: monotonic seconds (tests drive it)."""
+
+    def __init__(self, job: JobRun, containers: Containers, *, prelaunched: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
+        self.job = job
+        self.containers = containers
+        self.clock = clock
+        timeouts = job.plan.job.timeouts
+        self.gate = Gate(timeouts.hold_seconds, timeouts.queue_seconds)
+        #: Executors to stop because their containers go back (the main loop kills them).
+        self.to_release: List[str] = []
+        now = clock()
+        if prelaunched:  # the first gang came with the job itself (granted or pending at YARN)
+            self.gate.state, self.gate.asked_at = GateState.ASKED, now
+        else:
+            self.gate.queue(now)
+            job.phase = Phase.QUEUED
+        #: The gate's state the backend was last told of (:meth:`Containers.announce`).
+        self.announced: Optional[GateState] = None
+
+    # -- the main loop's questions (without the job's lock; they take it) ----------------------
+    def launches(self) -> List[Task]:
+        """Tasks whose executors the main loop should start now."""
+        try:
+            return self._launches()
+        finally:
+            self._announce()
+
+    def _announce(self) -> None:
+        state = self.gate.state
+        if state != self.announced:
+            self.announced = state
+            self.containers.announce(state)
+
+    def _launches(self) -> List[Task]:
+        job, gate = self.job, self.gate
+        now = self.clock()
+        with job.lock:
+            if job.finishing or not job.to_launch:
+                return []
+            pending = [job.tasks[k] for k in job.to_launch]
+            whole = not any(job.live_executor(ts) for ts in job.tasks.values())
+            if gate.state != GateState.QUEUED and not (whole and gate.state == GateState.HELD):
+                job.to_launch = []
+                return pending  # a replacement under a gang that is up (or being granted)
+            if gate.state == GateState.HELD:  # every container went back: a new gang
+                gate.queue(now)
+                job.phase = Phase.QUEUED
+            if not gate.may_ask(now):
+                return []
+        verdict = self.containers.admit([ts.plan for ts in pending], job.plan.job.placement)
+        with job.lock:
+            if job.finishing:
+                return []
+            if not verdict.fits:
+                if verdict.why != gate.why and not gate.why.startswith("gave its"):
+                    job.decide("the gang waits, queued: %s", verdict.why)
+                gate.refused(now, verdict.why)
+                return []
+            queued = now - gate.waiting_since
+            gate.admitted(now)
+            job.phase = Phase.STARTING
+            job.gang_started = now
+            job.decide("the gang fits: asking for its %d container(s)%s%s", len(pending),
+                       f" after {queued:.1f} s queued" if queued >= 1 else "",
+                       f", placed on {verdict.nodes} node(s)" if verdict.placement else "")
+            pending = [job.tasks[k] for k in job.to_launch]
+            job.to_launch = []
+        return pending
+
+    def check(self) -> None:
+        """Each round, after launches: a gang granted, a hold run out, a queue wait too long."""
+        try:
+            self._check()
+        finally:
+            self._announce()
+
+    def _check(self) -> None:
+        job, gate = self.job, self.gate
+        now = self.clock()
+        with job.lock:
+            if job.finishing:
+                return
+            if gate.out_of_patience(now):
+                job.finish(JobState.FAILED, f"the gang waited {gate.waited(now):.0f} s for room, longer than "
+                                            f"timeouts.queue_seconds ({gate.queue_seconds}): {gate.why}")
+                return
+            if gate.state != GateState.ASKED:
+                return
+            asked = [ts.executor for ts in job.tasks.values() if ts.executor and job.live_executor(ts)]
+        if self.containers.granted(asked):
+            with job.lock:
+                gate.state = GateState.HELD
+                job.gang_started = now  # gang_seconds: from containers granted to tasks registered
+            return
+        if not gate.hold_over(now):
+            return
+        with job.lock:
+            if job.finishing or gate.state != GateState.ASKED:
+                return
+            wait = gate.backoff(now)
+            job.decide("the gang was not granted whole within timeouts.hold_seconds (%g s): giving every "
+                       "container back, asking again in %.0f s", gate.hold_seconds, wait, level=logging.WARNING)
+            self._release_all()
+            job.phase = Phase.QUEUED
+
+    def releases(self) -> List[str]:
+        """Executors whose containers go back now (the main loop kills them)."""
+        with self.job.lock:
+            out, self.to_release = self.to_release, []
+        return out
+
+    # -- the other parts' requests (under the job's lock) -----------------------------------------
+    def give_back(self, why: str) -> None:
+        """Every container of the gang goes back and the job queues again (a preempted gang: the
+        rest of it is useless until the cluster has room for all of it)."""
+        job = self.job
+        self._release_all()
+        self.gate.queue(self.clock(), why)
+        job.phase = Phase.QUEUED
+
+    def task_done(self, ts: Task) -> None:
+        """``ts`` succeeded while the job goes on: its container goes back to the cluster now."""
+        job = self.job
+        ex = job.live_executor(ts)
+        if ex is None or job.finishing:
+            return
+        job.decide("%s is done: its container goes back to the cluster", ts.plan.id)
+        self._detach(ts)
+
+    def _release_all(self) -> None:
+        job = self.job
+        for ts in job.tasks.values():
+            self._detach(ts)
+            if ts.state != TaskState.SUCCEEDED and ts.key not in job.to_launch:
+                job.to_launch.append(ts.key)
+
+    def _detach(self, ts: Task) -> None:
+        """Part ``ts`` from its executor, which is told to leave; its container is killed."""
+        job = self.job
+        ex = job.live_executor(ts)
+        ts.executor = None
+        if ex is None:
+            return
+        ex.alive, ex.task = False, None
+        job.send(ex, "exit", code=0)
+        self.to_release.append(ex.id)
+        job.changed.notify_all()
+
+    # -- the report's words ----------------------------------------------------------------------
+    def waiting_for(self) -> str:
+        """What the job waits for now ("" unless queued)."""
+        return self.gate.why if self.gate.state == GateState.QUEUED else ""
+
+    def queued_seconds(self) -> float:
+        return self.gate.queued_seconds + self.gate.waited(self.clock())
