@@ -8,6 +8,8 @@ import pytest
 
 from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_FILE,
                                                   YarnOptions, build_application_spec)
+from submarine_py.am.admission import Need
+from submarine_py.backends.yarn.capacity import parse_gang_tag
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
@@ -36,11 +38,13 @@ def build(tmp_path, **job):
     return build_application_spec(plan, opts)
 
 
-def test_each_role_is_a_service_with_its_instances_and_resources_declared_up_front(tmp_path):
+def test_each_role_is_a_service_with_its_resources_and_no_container_asked_at_submission(tmp_path):
+    """The AM asks for the containers once the whole gang fits (gang admission): a job that
+    waits for room holds none."""
     spec = build(tmp_path)
     assert set(spec.services) == {"chief", "worker", "ps"}
     worker = spec.services["worker"]
-    assert worker.instances == 3
+    assert worker.instances == 0
     assert (worker.resources.memory, worker.resources.vcores, worker.resources.gpus) == (8192, 4, 2)
     assert spec.services["chief"].resources.gpus == 1
     assert spec.services["ps"].resources.gpus == 0
@@ -50,7 +54,11 @@ def test_the_application_carries_queue_tags_and_name(tmp_path):
     spec = build(tmp_path)
     assert spec.queue == "research"
     assert spec.name == "gpu-job"
-    assert set(spec.tags) == {"submarine", "team-a"}
+    # The gang, for other jobs' admission: 1 chief, 3 workers and 2 ps, each as YARN asks it.
+    gang = next(t for t in spec.tags if t.startswith("subm-gang:"))
+    assert set(spec.tags) == {"submarine", "team-a", gang}
+    assert sorted(parse_gang_tag([gang]), key=repr) == sorted(
+        [Need(4096, 2, 1)] + [Need(8192, 4, 2)] * 3 + [Need(2048, 1, 0)] * 2, key=repr)
 
 
 def test_a_lost_am_is_retried_by_yarn_only_when_restarts_are_allowed(tmp_path):
@@ -68,12 +76,11 @@ def test_node_hints_with_relaxed_locality_except_for_labelled_roles(tmp_path):
     assert worker.node_label == "gpu" and not worker.nodes
 
 
-def test_skein_replaces_lost_containers_but_a_failure_never_ends_the_application(tmp_path):
-    for service in build(tmp_path).services.values():
-        assert service.max_restarts == -1  # the AM's restart policy bounds it
-        assert service.allow_failures  # a failed container must not end the application
-    for service in build(tmp_path, restart={"policy": "never"}).services.values():
-        assert service.max_restarts == 0
+def test_the_am_alone_replaces_containers_and_a_failure_never_ends_the_application(tmp_path):
+    for policy in ("gang", "never"):
+        for service in build(tmp_path, restart={"policy": policy}).services.values():
+            assert service.max_restarts == 0  # replacements go through admission, in the AM
+            assert service.allow_failures  # a failed container must not end the application
 
 
 def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_path):

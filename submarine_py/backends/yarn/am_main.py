@@ -44,7 +44,7 @@ def main_yarn(job_file: str) -> int:
     app = skein.ApplicationClient.from_current()
     app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
     rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0)  # the AM never blocks on it
-    containers = YarnContainers(app, plan, rm=rm)
+    containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"))
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
     shared_root = plan.job.shared_dir
     shared = os.path.join(shared_root, app_id) if shared_root else None

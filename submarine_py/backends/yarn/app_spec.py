@@ -1,11 +1,11 @@
 """The plan as a ``skein.ApplicationSpec`` (the "app spec"; the job's own spec is a JobSpec):
 a pure function, apart from submitting.
 
-Every role becomes a skein service whose instances are declared up front, with
-node hints and relaxed locality, so the scheduler assigns the whole gang in as
-few heartbeats as possible while the Python AM is still starting. Containers
-find the AM through the RM's web proxy (the AM adds its endpoint to skein's UI)
-and carry the job's token; replacements the AM adds get the AM's URL directly.
+Every role becomes a skein service with no instance at submission: the AM asks for the
+containers once the whole gang fits (gang admission, ``am/allocation.py``), so a job that
+waits holds no task container. Each job says its gang in a tag (``capacity.gang_tag``) for
+the other jobs' admission. Containers find the AM through the RM's web proxy (the AM adds its
+endpoint to skein's UI) and carry the job's token; the AM gives them its URL directly.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
 from ...restarts import Restarts
 from . import shipping
+from .capacity import gang_tag
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -136,7 +137,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     return skein.ApplicationSpec(
         name=plan.job.name,
         queue=plan.job.queue,
-        tags=[TAG, *plan.job.tags],
+        tags=[TAG, gang_tag(plan), *plan.job.tags],
         master=master(opts, py, token),
         services={role: service(plan, role, opts, py, token) for role in plan.job.roles},
         max_attempts=am_attempts(plan),
@@ -167,14 +168,16 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
         script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
     hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
     return skein.Service(
-        instances=spec.instances,
+        instances=0,  # the AM asks for them once the whole gang fits (am/allocation.py)
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
                **token, **user_files(plan, opts), **archive_files(plan, opts)},
         env=task_env(plan, task, opts, py),
         script=script,
-        max_restarts=service_max_restarts(plan),
+        # The AM starts every container (and every replacement) itself, through admission:
+        # skein must not replace a preempted container behind its back.
+        max_restarts=0,
         allow_failures=True,   # a failed container must not end the application
         node_label=spec.node_label or "",
         **hints,
@@ -228,15 +231,6 @@ def archive_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
         return {}
     return {archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]: skein.File(
         source=archive, type="file", visibility="private" if "://" in archive else "application")}
-
-
-def service_max_restarts(plan: Plan) -> int:
-    """skein's ``max_restarts`` of each service: -1 (no limit) unless the job never restarts.
-
-    skein replaces a failed container in the same RM heartbeat that reports it (our
-    add_container() would wait for its next one, up to 5 s); the AM still decides whether
-    the job goes on, and ends it when restarts are spent."""
-    return -1 if Restarts(plan.job.restart).cluster_replaces_containers else 0
 
 
 def am_attempts(plan: Plan) -> int:

@@ -17,12 +17,14 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...plan import Plan, TaskPlan
 from ...refusals import refusal
+from ...am.admission import Verdict, admit
 from ...am.containers import Containers, Ended
-from ...states import Cause, JobState
+from ...states import Cause, GateState, JobState, Placement
+from .capacity import PROGRESS, Capacity
 from .rest import ResourceManager, nm_container, node_log, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
@@ -64,14 +66,17 @@ CLUSTER_DIAGNOSTICS = (
 
 class YarnContainers(Containers):
     name = "yarn"
-    prelaunched = True
-    replaces_lost = True
 
-    def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None):
+    def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None,
+                 app_id: str = "", submitted_at: Optional[float] = None):
         self.app = app
         self.plan = plan
         self.user = user or yarn_user()
         self.rm = rm
+        #: Room for the gang, from the RM (None without one: every gang is admitted at once).
+        self.capacity = Capacity(rm, app_id, plan.job.queue) if rm is not None and app_id else None
+        self.submitted_at = submitted_at or time.time()
+        self.capacity_failed = False
         self.containers: Dict[str, object] = {}
         self.reported: set = set()
         self.next_poll = 0.0
@@ -122,6 +127,35 @@ class YarnContainers(Containers):
                 seen.get("node_http") or (c.yarn_node_http_address if c is not None else None))
 
     # -- Containers -----------------------------------------------------------------
+    def admit(self, tasks: Sequence[TaskPlan], placement: Placement) -> Verdict:
+        if self.capacity is None:
+            return Verdict(True)
+        try:
+            room = self.capacity.room()
+        except Exception as exc:  # the RM's REST unreachable or refused: ask YARN as before
+            if not self.capacity_failed:
+                log.warning("cannot read the cluster's free resources (%s): asking for the gang without "
+                            "admission", exc)
+                self.capacity_failed = True
+            return Verdict(True)
+        me = self.capacity.me(tasks, self.submitted_at)
+        return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+
+    def granted(self, executors: Sequence[str]) -> bool:
+        try:
+            waiting = self.app.get_containers(states=["WAITING", "REQUESTED"])
+        except Exception as exc:
+            log.debug("get_containers: %s", exc)
+            return False
+        asked = set(executors)
+        return not any(c.id in asked for c in waiting)
+
+    def announce(self, state: GateState) -> None:
+        try:
+            self.app.set_progress(PROGRESS[state])
+        except Exception as exc:
+            log.debug("set_progress: %s", exc)
+
     def registered(self, executor: str, info: Dict[str, Optional[str]]) -> None:
         if info.get("container") and info.get("node_http"):
             self.where[executor] = {"container": str(info["container"]), "node_http": str(info["node_http"])}

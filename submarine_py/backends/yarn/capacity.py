@@ -1,0 +1,170 @@
+"""Room for a gang on a YARN cluster, as the ResourceManager's REST API tells it.
+
+What the AM's admission (``am/admission.py``) weighs: free resources per running node
+(``/ws/v1/cluster/nodes``: ``availableResource``, GPUs included), what the job's queue may still
+take (``/ws/v1/cluster/scheduler``: ``maxEffectiveCapacity`` less ``resourcesUsed``; its
+guarantee is ``minEffectiveCapacity``), and the other jobs of this tool waiting for their gangs
+(``/ws/v1/cluster/apps``). Each job says its gang in a tag at submission (:func:`gang_tag`, as
+YARN keeps tags: lower case) and where its gang stands in its progress, which its AM sets and
+every AM can read (:data:`PROGRESS`): this is how AMs that never talk to each other agree on who
+goes first.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...am.admission import Gang, Need, Room
+from ...plan import Plan, TaskPlan
+from ...states import GateState
+from .rest import GPU, ResourceManager, _resources
+
+log = logging.getLogger("subm.am.yarn")
+
+GANG_TAG = "subm-gang:"
+#: An AM's progress (skein's ``set_progress``; the RM shows it as a percentage) for each state
+#: of its gang. A job not yet started by YARN (ACCEPTED) or whose AM has not said (0) waits.
+PROGRESS = {GateState.QUEUED: 0.01, GateState.ASKED: 0.25, GateState.HELD: 0.5}
+#: The RM's percentages below which a job waits, and below which it is still asking.
+_QUEUED_BELOW, _ASKED_BELOW = 10.0, 40.0
+#: YARN rounds each container's memory up to a multiple of this (yarn.scheduler.minimum-allocation-mb).
+DEFAULT_MIN_MEMORY_MB = 1024
+
+
+def needs_of(tasks: Sequence[TaskPlan], min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Tuple[Need, ...]:
+    """One :class:`Need` per task, its memory as YARN will round it."""
+    step = max(1, min_memory_mb)
+    return tuple(Need(-(-t.resources.memory_mb // step) * step, max(1, t.resources.vcores), t.resources.gpus)
+                 for t in tasks)
+
+
+def gang_tag(plan: Plan) -> str:
+    """The job's gang as a YARN tag: ``subm-gang:2x2048m1c1g+1x1024m1c0g`` (count x per task)."""
+    groups: Dict[Tuple[int, int, int], int] = {}
+    for t in plan.tasks:
+        key = (t.resources.memory_mb, t.resources.vcores, t.resources.gpus)
+        groups[key] = groups.get(key, 0) + 1
+    return GANG_TAG + "+".join(f"{n}x{m}m{c}c{g}g" for (m, c, g), n in groups.items())
+
+
+def parse_gang_tag(tags: Any, min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Optional[Tuple[Need, ...]]:
+    """The needs a job's tags say (None: no gang tag, not one of ours or older)."""
+    words = tags.split(",") if isinstance(tags, str) else list(tags or [])
+    for word in words:
+        word = word.strip().lower()
+        if not word.startswith(GANG_TAG):
+            continue
+        needs: List[Need] = []
+        step = max(1, min_memory_mb)
+        for part in word[len(GANG_TAG):].split("+"):
+            m = re.fullmatch(r"(\d+)x(\d+)m(\d+)c(\d+)g", part)
+            if not m:
+                return None
+            n, mem, vc, g = (int(x) for x in m.groups())
+            needs += [Need(-(-mem // step) * step, max(1, vc), g)] * n
+        return tuple(needs)
+    return None
+
+
+def _need(block: Optional[Mapping[str, Any]]) -> Need:
+    res = _resources(block)  # type: ignore[arg-type]
+    block = block or {}
+    return Need(int(res.get("memory-mb", block.get("memory", 0)) or 0),
+                int(res.get("vcores", block.get("vCores", 0)) or 0), int(res.get(GPU, 0)))
+
+
+def node_room(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, Need]:
+    """Free resources of each running node, by host name."""
+    out: Dict[str, Need] = {}
+    for n in nodes:
+        if n.get("state") != "RUNNING":
+            continue
+        free = _need(n.get("availableResource"))
+        if not free.memory_mb and n.get("availMemoryMB") is not None:
+            free = Need(int(n.get("availMemoryMB") or 0), int(n.get("availableVirtualCores") or 0), free.gpus)
+        out[str(n.get("nodeHostName") or n.get("id"))] = free
+    return out
+
+
+def find_queue(scheduler: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
+    """The leaf queue ``name`` (its short name, or its path's last part) in the scheduler's JSON."""
+    info = (scheduler.get("scheduler") or {}).get("schedulerInfo") or {}
+    short = name.rsplit(".", 1)[-1]
+    stack = [info]
+    while stack:
+        q = stack.pop()
+        kids = (q.get("queues") or {}).get("queue") or []
+        if not kids and q.get("queueName") == short:
+            return q
+        stack.extend(kids)
+    return None
+
+
+def queue_room(scheduler: Mapping[str, Any], name: str) -> Tuple[Optional[Need], Optional[Need]]:
+    """(what the queue may still take, its guarantee); (None, None) where the scheduler does not
+    say (FairScheduler, an older RM): then nodes alone bound admission."""
+    q = find_queue(scheduler, name)
+    if q is None or not q.get("maxEffectiveCapacity"):
+        return None, None
+    most, used = _need(q.get("maxEffectiveCapacity")), _need(q.get("resourcesUsed"))
+    return most - used, _need(q.get("minEffectiveCapacity"))
+
+
+def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
+                  min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Tuple[Gang, ...]:
+    """Other jobs of this tool that wait for their gang (queued, or asked and still arriving:
+    then only the containers not yet granted), from the RM's applications."""
+    out = []
+    for a in apps:
+        if a.get("id") == me or a.get("state") not in ("ACCEPTED", "RUNNING"):
+            continue
+        needs = parse_gang_tag(a.get("applicationTags"), min_memory_mb)
+        if not needs:
+            continue
+        progress = float(a.get("progress") or 0.0)
+        queued = a.get("state") == "ACCEPTED" or progress < _QUEUED_BELOW
+        asked = not queued and progress < _ASKED_BELOW
+        if not queued and not asked:
+            continue
+        if asked:  # the containers it holds besides its AM are granted already
+            held = max(0, int(a.get("runningContainers") or 0) - 1)
+            needs = needs[held:]
+            if not needs:
+                continue
+        out.append(Gang(job=str(a.get("id")), queue=str(a.get("queue") or ""),
+                        submitted_at=float(a.get("startedTime") or 0) / 1000.0, needs=needs,
+                        priority=int(a.get("priority") or 0), asked=asked))
+    return tuple(out)
+
+
+class Capacity:
+    """Reads :class:`Room` for one job from the RM (three REST calls)."""
+
+    def __init__(self, rm: ResourceManager, app_id: str, queue: str):
+        self.rm = rm
+        self.app_id = app_id
+        self.queue = queue
+        #: This job as the RM lists it (when it started, its priority): how others order it.
+        self.started_at: Optional[float] = None
+        self.priority = 0
+        value = rm.conf_value("yarn.scheduler.minimum-allocation-mb")
+        self.min_memory_mb = int(value) if value and value.isdigit() else DEFAULT_MIN_MEMORY_MB
+
+    def room(self) -> Room:
+        nodes = node_room(self.rm.nodes())
+        free, guaranteed = queue_room(self.rm.scheduler(), self.queue)
+        from .app_spec import TAG
+
+        apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"])
+        for a in apps:
+            if a.get("id") == self.app_id:
+                self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
+                self.priority = int(a.get("priority") or 0)
+        return Room(nodes=nodes, queue_free=free, queue_guaranteed=guaranteed,
+                    others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
+
+    def me(self, tasks: Sequence[TaskPlan], submitted_at: float) -> Gang:
+        """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""
+        return Gang(job=self.app_id, queue=self.queue, submitted_at=self.started_at or submitted_at,
+                    needs=needs_of(tasks, self.min_memory_mb), priority=self.priority)
