@@ -82,6 +82,11 @@ class Room:
     queue_guaranteed: Optional[Need] = None
     #: Other jobs waiting for their gang (or asked and still arriving), any queue.
     others: Tuple[Gang, ...] = ()
+    #: What the job's queue uses now (None: unknown).
+    queue_used: Optional[Need] = None
+    #: YARN's preemption monitor is on: the scheduler takes containers back from queues above
+    #: their guarantee for a queue below it.
+    preemption: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,7 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
                    key=lambda g: (not g.asked, -g.priority, g.submitted_at, g.job))
     mine = (-me.priority, me.submitted_at, me.job)
     blocked_by: List[Gang] = []
+    first: List[Gang] = []  # older jobs whose gangs fit: they take their room first
     for g in ahead:
         if not g.asked and (-g.priority, g.submitted_at, g.job) > mine:
             break  # younger (or lower priority) than me: after me
@@ -154,20 +160,29 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
                 free[node] = free[node] - need
             if same_queue:
                 queue_free = queue_free - total(g.needs)
+            first.append(g)
             continue
         if g.asked or now - g.submitted_at >= starve_seconds:
             blocked_by.append(g)
     want = total(me.needs)
+    if (room.preemption and room.queue_used is not None and room.queue_guaranteed is not None
+            and (room.queue_used + want).fits_in(room.queue_guaranteed)):
+        # Within its queue's guarantee: YARN preempts other queues' containers to make the room,
+        # which it does only for containers asked for (a job that waited without asking would
+        # wait for as long as the other queue's jobs run).
+        return Verdict(True, why=f"within queue {me.queue}'s guarantee: YARN preempts for it")
     if blocked_by:
         g = blocked_by[0]
-        return Verdict(False, _short(want, room, queue_free, me.queue)
+        return Verdict(False, _short(want, free, room, queue_free, me.queue)
                        + f"; {len(blocked_by)} older job{'s' if len(blocked_by) > 1 else ''} waiting first "
                          f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)")
+    after = (f"; {len(first)} older job{'s' if len(first) > 1 else ''} ({', '.join(g.job for g in first)}) "
+             f"first" if first else "")
     if queue_free is not None and not want.fits_in(queue_free):
-        return Verdict(False, _short(want, room, queue_free, me.queue))
+        return Verdict(False, _short(want, free, room, queue_free, me.queue) + after)
     placed = place(me.needs, free, spread=spread)
     if placed is None:
-        return Verdict(False, _short(want, room, queue_free, me.queue, per_node=True))
+        return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after)
     return Verdict(True, placement=tuple(placed))
 
 
@@ -176,11 +191,12 @@ def _words(n: Need) -> str:
     return ", ".join(parts + [f"{n.memory_mb} MiB", f"{n.vcores} vcores"])
 
 
-def _short(want: Need, room: Room, queue_free: Optional[Need], queue: str, per_node: bool = False) -> str:
-    """What is short, GPUs first: "waiting for 4 GPUs: 2 free in queue teamb (3 guaranteed), 2 on
-    the largest node"."""
-    cluster = total(list(room.nodes.values()))
-    largest = max(room.nodes.values(), key=lambda n: (n.gpus, n.memory_mb), default=Need())
+def _short(want: Need, free: Mapping[str, Need], room: Room, queue_free: Optional[Need], queue: str,
+           per_node: bool = False) -> str:
+    """What is short, GPUs first: "waiting for 4 GPUs: 2 free in queue teamb (3 guaranteed) and
+    2 in the cluster, at most 1 on one node" (``free``: the nodes' room left after older jobs)."""
+    cluster = total(list(free.values()))
+    largest = max(free.values(), key=lambda n: (n.gpus, n.memory_mb), default=Need())
     for attr, unit in (("gpus", "GPUs"), ("memory_mb", "MiB"), ("vcores", "vcores")):
         asked = getattr(want, attr)
         if not asked:
@@ -197,4 +213,4 @@ def _short(want: Need, room: Room, queue_free: Optional[Need], queue: str, per_n
         if per_node:
             words += f", at most {getattr(largest, attr)} on one node"
         return words
-    return f"waiting for room for {_words(want)} across {len(room.nodes)} node(s) (no placement fits now)"
+    return f"waiting for room for {_words(want)} across {len(free)} node(s) (no placement fits now)"

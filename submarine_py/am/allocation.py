@@ -151,9 +151,9 @@ class Allocation:
             gate.admitted(now)
             job.phase = Phase.STARTING
             job.gang_started = now
-            job.decide("the gang fits: asking for its %d container(s)%s%s", len(pending),
-                       f" after {queued:.1f} s queued" if queued >= 1 else "",
-                       f", placed on {verdict.nodes} node(s)" if verdict.placement else "")
+            job.decide("the gang fits%s: asking for its %d container(s)%s",
+                       f" ({verdict.why})" if verdict.why else "", len(pending),
+                       f" after {queued:.1f} s queued" if queued >= 1 else "")
             pending = [job.tasks[k] for k in job.to_launch]
             job.to_launch = []
         return pending
@@ -226,10 +226,10 @@ class Allocation:
                 job.to_launch.append(ts.key)
 
     def _detach(self, ts: Task) -> None:
-        """Part ``ts`` from its executor, which is told to leave; its container is killed."""
+        """Part ``ts`` from its executor, which is told to leave; its container is killed. The
+        task keeps the executor's id (where its logs are) until another is started for it."""
         job = self.job
         ex = job.live_executor(ts)
-        ts.executor = None
         if ex is None:
             return
         ex.alive, ex.task = False, None

@@ -101,14 +101,14 @@ def find_queue(scheduler: Mapping[str, Any], name: str) -> Optional[Mapping[str,
     return None
 
 
-def queue_room(scheduler: Mapping[str, Any], name: str) -> Tuple[Optional[Need], Optional[Need]]:
-    """(what the queue may still take, its guarantee); (None, None) where the scheduler does not
-    say (FairScheduler, an older RM): then nodes alone bound admission."""
+def queue_room(scheduler: Mapping[str, Any], name: str) -> Tuple[Optional[Need], Optional[Need], Optional[Need]]:
+    """(what the queue may still take, its guarantee, what it uses); all None where the
+    scheduler does not say (FairScheduler, an older RM): then nodes alone bound admission."""
     q = find_queue(scheduler, name)
     if q is None or not q.get("maxEffectiveCapacity"):
-        return None, None
+        return None, None, None
     most, used = _need(q.get("maxEffectiveCapacity")), _need(q.get("resourcesUsed"))
-    return most - used, _need(q.get("minEffectiveCapacity"))
+    return most - used, _need(q.get("minEffectiveCapacity")), used
 
 
 def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
@@ -150,10 +150,11 @@ class Capacity:
         self.priority = 0
         value = rm.conf_value("yarn.scheduler.minimum-allocation-mb")
         self.min_memory_mb = int(value) if value and value.isdigit() else DEFAULT_MIN_MEMORY_MB
+        self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
 
     def room(self) -> Room:
         nodes = node_room(self.rm.nodes())
-        free, guaranteed = queue_room(self.rm.scheduler(), self.queue)
+        free, guaranteed, used = queue_room(self.rm.scheduler(), self.queue)
         from .app_spec import TAG
 
         apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"])
@@ -161,8 +162,8 @@ class Capacity:
             if a.get("id") == self.app_id:
                 self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
                 self.priority = int(a.get("priority") or 0)
-        return Room(nodes=nodes, queue_free=free, queue_guaranteed=guaranteed,
-                    others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
+        return Room(nodes=nodes, queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
+                    preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
 
     def me(self, tasks: Sequence[TaskPlan], submitted_at: float) -> Gang:
         """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""

@@ -1,0 +1,132 @@
+"""Gang admission (am/admission.py, pure): a job asks for its containers only when its whole
+gang fits, in its queue and on the nodes; older jobs go first; a younger job may pass one that
+does not fit only until that one has waited STARVE_SECONDS; within its queue's guarantee a job
+asks anyway where YARN preempts for it. And the gate over time (am/allocation.py)."""
+from __future__ import annotations
+
+import pytest
+
+from submarine_py.am.admission import STARVE_SECONDS, Gang, Need, Room, admit, fewest_nodes, place
+from submarine_py.am.allocation import BACKOFF_CAP, Gate
+from submarine_py.backends.yarn.capacity import node_room, parse_gang_tag, queue_room, waiting_gangs
+from submarine_py.states import GateState
+
+pytestmark = pytest.mark.unit
+
+GPU = Need(2048, 1, 1)
+
+
+def nodes(*gpus: int) -> dict:
+    return {f"n{i + 1}": Need(16384, 16, g) for i, g in enumerate(gpus)}
+
+
+def gang(job: str, n: int, at: float, queue: str = "teama", **kw) -> Gang:
+    return Gang(job=job, queue=queue, submitted_at=at, needs=(GPU,) * n, **kw)
+
+
+def test_a_gang_that_fits_is_admitted_on_as_few_nodes_as_the_free_gpus_allow():
+    verdict = admit(gang("a", 4, 0), Room(nodes(2, 2, 2)), now=10)
+    assert verdict.fits and verdict.nodes == 2
+    assert place((GPU,) * 2, nodes(1, 2, 1)) == ["n2", "n2"]
+    assert fewest_nodes((GPU,) * 5, nodes(2, 2, 2)) == 3
+
+
+def test_spread_puts_one_task_per_node_where_it_can():
+    assert sorted(place((GPU,) * 3, nodes(2, 2, 2), spread=True)) == ["n1", "n2", "n3"]
+
+
+def test_a_gang_that_does_not_fit_waits_and_names_the_gpus_that_are_short():
+    room = Room(nodes(1, 1, 0), queue_free=Need(40000, 40, 2), queue_guaranteed=Need(24576, 24, 3))
+    verdict = admit(gang("a", 4, 0, queue="teamb"), room, now=10)
+    assert not verdict.fits
+    assert verdict.why.startswith("waiting for 4 GPUs: 2 free in queue teamb (3 guaranteed)")
+
+
+def test_free_gpus_on_different_nodes_do_not_make_a_task_of_two_gpus_fit():
+    me = Gang(job="a", queue="q", submitted_at=0, needs=(Need(2048, 1, 2),))
+    verdict = admit(me, Room(nodes(1, 1, 1)), now=1)
+    assert not verdict.fits and "at most 1 on one node" in verdict.why
+
+
+def test_two_contending_gangs_never_both_ask_the_older_goes_first():
+    # 6 GPUs free; two 4-GPU gangs: each AM reaches the same verdicts from the same room.
+    a, b = gang("a", 4, 100, "teama"), gang("b", 4, 101, "teamb")
+    assert admit(a, Room(nodes(2, 2, 2), others=(b,)), now=110).fits
+    later = admit(b, Room(nodes(2, 2, 2), others=(a,)), now=110)
+    assert not later.fits and later.why == "waiting for 4 GPUs: 2 free in the cluster, at most 2 on one node; 1 older job (a) first"
+
+
+def test_a_gang_asked_and_arriving_is_counted_before_anyone():
+    arriving = gang("old", 4, 200, asked=True)
+    assert not admit(gang("a", 4, 100), Room(nodes(2, 2, 2), others=(arriving,)), now=210).fits
+
+
+def test_a_younger_small_job_passes_an_older_large_one_until_it_has_waited_too_long():
+    big = gang("big", 6, 100)
+    small = gang("small", 1, 105)
+    assert admit(small, Room(nodes(1, 1, 0), others=(big,)), now=110).fits  # backfill
+    starving = admit(small, Room(nodes(1, 1, 0), others=(big,)), now=100 + STARVE_SECONDS)
+    assert not starving.fits and "older job" in starving.why
+
+
+def test_higher_priority_goes_before_age():
+    urgent = gang("urgent", 4, 200, priority=5)
+    assert not admit(gang("old", 4, 100), Room(nodes(2, 2, 2), others=(urgent,)), now=210).fits
+
+
+def test_within_its_queues_guarantee_a_job_asks_where_yarn_preempts_for_it():
+    room = Room(nodes(0, 0, 0), queue_free=Need(40000, 40, 6), queue_guaranteed=Need(24576, 24, 3),
+                queue_used=Need(0, 0, 0), preemption=True)
+    assert admit(gang("b", 2, 0, "teamb"), room, now=1).fits
+    assert not admit(gang("b", 4, 0, "teamb"), room, now=1).fits  # beyond the guarantee
+    assert not admit(gang("b", 2, 0, "teamb"), Room(nodes(0, 0, 0), queue_used=Need(), queue_guaranteed=Need(
+        24576, 24, 3)), now=1).fits  # no preemption: nothing makes room
+
+
+def test_the_gate_gives_a_partial_gang_back_after_the_hold_and_backs_off():
+    gate = Gate(hold_seconds=20)
+    gate.queue(0)
+    assert gate.may_ask(0)
+    gate.admitted(5)
+    assert gate.state == GateState.ASKED and not gate.hold_over(20) and gate.hold_over(26)
+    waits = [gate.backoff(26 + i) for i in range(8)]
+    assert gate.state == GateState.QUEUED and not gate.may_ask(27)
+    assert 2 <= waits[0] <= 3 and waits[1] >= 4 and max(waits) <= BACKOFF_CAP * 1.5
+
+
+def test_the_gate_runs_out_of_patience_only_when_queue_seconds_is_set():
+    assert not Gate(hold_seconds=20).out_of_patience(10 ** 6)
+    gate = Gate(hold_seconds=20, queue_seconds=30)
+    gate.queue(0)
+    assert not gate.out_of_patience(30) and gate.out_of_patience(31)
+
+
+# -- what the ResourceManager says, read ------------------------------------------------------
+
+def _res(mem: int, vc: int, gpu: int) -> dict:
+    return {"memory": mem, "vCores": vc, "resourceInformations": {"resourceInformation": [
+        {"name": "memory-mb", "value": mem}, {"name": "vcores", "value": vc}, {"name": "yarn.io/gpu", "value": gpu}]}}
+
+
+def test_the_rms_nodes_queues_and_applications_become_room():
+    assert node_room([{"nodeHostName": "h1", "state": "RUNNING", "availableResource": _res(4096, 4, 2)},
+                      {"nodeHostName": "h2", "state": "LOST", "availableResource": _res(4096, 4, 2)}]) == \
+        {"h1": Need(4096, 4, 2)}
+    scheduler = {"scheduler": {"schedulerInfo": {"queues": {"queue": [
+        {"queueName": "teamb", "maxEffectiveCapacity": _res(49152, 48, 6), "resourcesUsed": _res(8192, 4, 4),
+         "minEffectiveCapacity": _res(24576, 24, 3)}]}}}}
+    assert queue_room(scheduler, "root.teamb") == (Need(40960, 44, 2), Need(24576, 24, 3), Need(8192, 4, 4))
+    apps = [
+        {"id": "me", "state": "RUNNING", "progress": 1.0, "applicationTags": "submarine,subm-gang:2x1024m1c1g"},
+        {"id": "queued", "state": "RUNNING", "progress": 1.0, "applicationTags": "submarine,subm-gang:4x1024m1c1g",
+         "startedTime": 5000, "queue": "teama"},
+        {"id": "arriving", "state": "RUNNING", "progress": 25.0, "runningContainers": 3,
+         "applicationTags": "subm-gang:4x1024m1c1g,submarine"},
+        {"id": "running", "state": "RUNNING", "progress": 50.0, "applicationTags": "subm-gang:4x1024m1c1g"},
+        {"id": "not-ours", "state": "ACCEPTED", "applicationTags": "submarine"},
+    ]
+    found = {g.job: g for g in waiting_gangs(apps, "me")}
+    assert set(found) == {"queued", "arriving"}
+    assert found["queued"].submitted_at == 5.0 and len(found["queued"].needs) == 4 and not found["queued"].asked
+    assert found["arriving"].asked and len(found["arriving"].needs) == 2  # 2 of 4 granted already
+    assert parse_gang_tag(["subm-gang:1x1500m1c0g"]) == (Need(2048, 1, 0),)  # YARN's rounding
