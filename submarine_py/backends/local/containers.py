@@ -55,6 +55,8 @@ class LocalContainers(Containers):
         self.gpus: Dict[str, List[str]] = {}
         #: Executors killed while holding GPUs: their GPUs go back once they have ended.
         self.giving_back: Set[str] = set()
+        #: Whether this job ever asked the ledger (a CPU-only job never touches it).
+        self.in_ledger = False
         #: Where each Docker executor's stderr began (its log's size at launch): what
         #: ``docker run`` said there tells a refused launch (refusals.py).
         self.stderr_at: Dict[str, int] = {}
@@ -85,6 +87,7 @@ class LocalContainers(Containers):
         want = {t.id: t.resources.gpus for t in tasks if t.resources.gpus > 0}
         if not want or not self.has_gpus:
             return Verdict(True)
+        self.in_ledger = True
         got = self.ledger.reserve(want, self.submitted_at)
         return Verdict(True) if got.granted else Verdict(False, got.why)
 
@@ -138,6 +141,7 @@ class LocalContainers(Containers):
         n = task.resources.gpus
         if n <= 0 or not self.has_gpus:
             return []
+        self.in_ledger = True
         taken = self.ledger.bind(task.id, ex_id)
         if len(taken) < n:
             got = self.ledger.reserve({task.id: n}, self.submitted_at, queue=False)
@@ -236,7 +240,7 @@ class LocalContainers(Containers):
             proc.wait()
             self._release(ex_id)
         self.procs.clear()
-        if self.has_gpus:
+        if self.in_ledger:
             self.ledger.release()  # every GPU of the job, and its place among waiting jobs
         if self.used_docker:
             local_docker.remove_job_containers(self.job_id)
