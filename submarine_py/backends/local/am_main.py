@@ -23,7 +23,8 @@ def main_local(job_dir: str) -> int:
     host = os.environ.get("SUBM_LOCAL_HOST", "127.0.0.1")
     shared = os.path.join(job_dir, SHARED_DIR)
     os.makedirs(shared, exist_ok=True)
-    containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host, shared_dir=shared)
+    containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host, shared_dir=shared,
+                                 submitted_at=meta["submitted_at"])
     am = ApplicationMaster(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
                            report_path=os.path.join(job_dir, "report.json"), shared_dir=shared)
     info_path = os.path.join(job_dir, "am.json")

@@ -7,16 +7,19 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Set
 
 from ... import interpreters
 from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
 from ...executor import main as executor_module
+from ...am.admission import Verdict
 from ...am.containers import Containers, Ended
 from ...refusals import refusal
+from ...states import Placement
 from . import docker as local_docker
+from .gpu_ledger import GpuLedger, ledger_path
 
 EXECUTOR_PATH = os.path.abspath(executor_module.__file__)
 #: Beyond the job's stop grace: time for an executor to report its task's end and exit.
@@ -27,7 +30,8 @@ class LocalContainers(Containers):
     name = "local"
 
     def __init__(self, job_dir: str, job_id: str, files: Dict[str, str], host: str = "127.0.0.1", *,
-                 shared_dir: Optional[str] = None):
+                 shared_dir: Optional[str] = None, submitted_at: Optional[float] = None,
+                 ledger: Optional[str] = None):
         self.job_dir = job_dir
         #: SIGTERM -> SIGKILL for an executor's process group: the grace the executor gives its
         #: task (its SUBM_STOP_GRACE, the one route of timeouts.stop_grace_seconds), per executor.
@@ -42,9 +46,17 @@ class LocalContainers(Containers):
         self.launches = 0
         self.stopping: Dict[str, float] = {}
         self.used_docker = False
-        self.free_gpus: List[str] = local_gpu_ids()
-        self.has_gpus = bool(self.free_gpus)
+        devices = local_gpu_ids()
+        self.has_gpus = bool(devices)
+        #: The machine's GPUs, shared with every other local job (see ``gpu_ledger``).
+        self.ledger = GpuLedger(ledger or ledger_path(), devices, job_id)
+        self.submitted_at = time.time() if submitted_at is None else submitted_at
+        #: The devices each executor was started on.
         self.gpus: Dict[str, List[str]] = {}
+        #: Executors killed while holding GPUs: their GPUs go back once they have ended.
+        self.giving_back: Set[str] = set()
+        #: Whether this job ever asked the ledger (a CPU-only job never touches it).
+        self.in_ledger = False
         #: Where each Docker executor's stderr began (its log's size at launch): what
         #: ``docker run`` said there tells a refused launch (refusals.py).
         self.stderr_at: Dict[str, int] = {}
@@ -70,13 +82,22 @@ class LocalContainers(Containers):
         return wd
 
     # -- Containers -----------------------------------------------------------
+    def admit(self, tasks: Sequence[TaskPlan], placement: Placement) -> Verdict:
+        """Every GPU of the gang from the machine's ledger, at once, or none (and why)."""
+        want = {t.id: t.resources.gpus for t in tasks if t.resources.gpus > 0}
+        if not want or not self.has_gpus:
+            return Verdict(True)
+        self.in_ledger = True
+        got = self.ledger.reserve(want, self.submitted_at)
+        return Verdict(True) if got.granted else Verdict(False, got.why)
+
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         self.launches += 1
         ex_id = f"{task.role}-{task.index}-e{self.launches}"
         wd = self._prepare_workdir(task)
         os.makedirs(os.path.dirname(self.log_path(task)), exist_ok=True)
         full_env = dict(env, SUBM_EXECUTOR_ID=ex_id, SUBM_ADVERTISE_HOST=self.host, SUBM_WORKDIR=wd)
-        gpus = self._take_gpus(ex_id, task.resources.gpus)
+        gpus = self._take_gpus(task, ex_id)
         if self.has_gpus and not task.docker:
             full_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # isolation, as YARN gives it
         out = open(self.log_path(task, "stdout"), "ab")
@@ -114,17 +135,29 @@ class LocalContainers(Containers):
             interpreters.write_wrappers(sys.executable, bin_dir)
         return interpreters.search_path(sys.executable, bin_dir, rest)
 
-    def _take_gpus(self, ex_id: str, n: int) -> List[str]:
+    def _take_gpus(self, task: TaskPlan, ex_id: str) -> List[str]:
+        """The devices admission reserved for ``task`` (or, for a replacement started under a
+        gang that is up, free ones now), bound to ``ex_id`` in the ledger."""
+        n = task.resources.gpus
         if n <= 0 or not self.has_gpus:
             return []
-        if len(self.free_gpus) < n:
-            raise RuntimeError(f"{n} GPU(s) asked, {len(self.free_gpus)} free on this machine")
-        taken, self.free_gpus = self.free_gpus[:n], self.free_gpus[n:]
+        self.in_ledger = True
+        taken = self.ledger.bind(task.id, ex_id)
+        if len(taken) < n:
+            got = self.ledger.reserve({task.id: n}, self.submitted_at, queue=False)
+            if not got.granted:
+                raise RuntimeError(f"{task.id} asks {n} GPU(s): {got.why}")
+            taken = self.ledger.bind(task.id, ex_id)
         self.gpus[ex_id] = taken
         return taken
 
     def _release(self, ex_id: str) -> None:
-        self.free_gpus.extend(self.gpus.pop(ex_id, []))
+        """``ex_id`` has ended: its GPUs go back if the AM gave its container back (:meth:`kill`);
+        an executor that ended by itself leaves them to its task's replacement (or to close)."""
+        if ex_id in self.giving_back:
+            self.giving_back.discard(ex_id)
+            self.ledger.release(ex_id)
+            self.gpus.pop(ex_id, None)
         self._remove_container(ex_id)
 
     def poll(self) -> List[Ended]:
@@ -159,6 +192,12 @@ class LocalContainers(Containers):
             return ""
 
     def kill(self, executor: str) -> None:
+        if executor in self.gpus:
+            if executor in self.procs:
+                self.giving_back.add(executor)  # once it has ended (poll)
+            else:
+                self.ledger.release(executor)
+                del self.gpus[executor]
         proc = self.procs.get(executor)
         if proc is not None and proc.poll() is None:
             signal_group(proc.pid, signal.SIGTERM)
@@ -201,6 +240,8 @@ class LocalContainers(Containers):
             proc.wait()
             self._release(ex_id)
         self.procs.clear()
+        if self.in_ledger:
+            self.ledger.release()  # every GPU of the job, and its place among waiting jobs
         if self.used_docker:
             local_docker.remove_job_containers(self.job_id)
 
