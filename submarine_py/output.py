@@ -54,6 +54,10 @@ def format_report(report: JobReport) -> str:
         # Same number, same words as the AM's "gang ready" line.
         head += f" (gang ready {t.gang_ready_seconds:.1f} s after submission)"
     lines = [head]
+    if report.waiting_for:
+        lines.append(f"Queued, holding no task container: {report.waiting_for}")
+    elif t.queued_seconds:
+        lines.append(f"Queued {t.queued_seconds:.1f} s for room for its gang")
     if report.tensorboard_url:
         lines.append(f"TensorBoard: {report.tensorboard_url}")
     if report.tasks:
@@ -212,6 +216,9 @@ def format_progress(report: JobReport, elapsed: float) -> str:
         return f"{at} {state}: the ApplicationMaster does not answer"
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
+    if report.phase == Phase.QUEUED and not state.is_terminal():
+        return f"{at} attempt {attempt}: queued, holding no task container" + (
+            f": {report.waiting_for}" if report.waiting_for else "")
     if report.phase == Phase.STARTING:
         return f"{at} attempt {attempt}: gang {registered}/{total} tasks up"
     failed = [f"{t.id} ({t.cause.words if t.cause and t.cause != Cause.FAILED else f'exit {t.exit_code}'})"

@@ -48,9 +48,13 @@ def cluster_gpus() -> int:
                    "resourceInformation", []) if i.get("name") == "yarn.io/gpu")
 
 
-if not {"teama", "teamb"} <= set(queues()) or cluster_gpus() < 6:
-    skip_without_yarn("needs a rig with queues teama and teamb and 6 free GPUs "
-                      "(RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50)")
+@pytest.fixture(autouse=True)
+def team_queues() -> None:
+    """The rig these tests need (checked when one runs, not when the module is collected: the
+    other passes of CI collect it too)."""
+    if not {"teama", "teamb"} <= set(queues()) or cluster_gpus() < 6:
+        skip_without_yarn("needs a rig with queues teama and teamb and 6 free GPUs "
+                          "(RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50)")
 
 
 def submit(tmp_path: Path, name: str, gpus: int, seconds: float, queue: str, extra: str = "") -> str:
@@ -187,7 +191,8 @@ def test_a_preempted_gang_gives_everything_back_and_resumes_without_spending_max
     assert reports[small]["state"] == "SUCCEEDED", reports[small]["diagnostics"]
     hog_report = reports[hog]
     assert hog_report["state"] == "SUCCEEDED", hog_report["diagnostics"]
-    assert hog_report["restarts_by_cause"].get("preempted", 0) >= 1 and "failed" not in hog_report["restarts_by_cause"]
+    causes = hog_report["restarts_by_cause"]
+    assert causes["preempted"] >= 1 and causes["failed"] == 0, causes  # max_restarts 0 was enough
     assert "giving every container of the gang back until the cluster has room for all of it" in said(hog)
     # It waited for the small job instead of holding GPUs idle: it began again only after that ended.
     small_ended = ran(small)[1]

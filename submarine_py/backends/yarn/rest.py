@@ -192,8 +192,10 @@ class ResourceManager:
             data = self._get("/conf", name=key)
         except (BackendError, JobNotFoundError):
             return None
-        for prop in (data or {}).get("properties") or []:
-            if prop.get("key") == key:
+        # One property asked by name comes as {"property": {...}}; the whole config as a list.
+        props = (data or {}).get("properties") or (data or {}).get("property") or []
+        for prop in props if isinstance(props, list) else [props]:
+            if isinstance(prop, dict) and prop.get("key") == key:
                 return prop.get("value")
         return None
 
