@@ -107,6 +107,9 @@ class Allocation:
             job.phase = Phase.QUEUED
         #: The gate's state the backend was last told of (:meth:`Containers.announce`).
         self.announced: Optional[GateState] = None
+        #: When a replacement the backend cannot queue may next be admitted (local backend).
+        self.replacement_not_before = 0.0
+        self.replacement_why = ""
 
     # -- the main loop's questions (without the job's lock; they take it) ----------------------
     def launches(self) -> List[Task]:
@@ -131,8 +134,12 @@ class Allocation:
             pending = [job.tasks[k] for k in job.to_launch]
             whole = not any(job.live_executor(ts) for ts in job.tasks.values())
             if gate.state != GateState.QUEUED and not (whole and gate.state == GateState.HELD):
-                job.to_launch = []
-                return pending  # a replacement under a gang that is up (or being granted)
+                # A replacement under a gang that is up (or being granted): asked for at once
+                # where the cluster queues what it cannot place yet (YARN); else admitted alone.
+                if self.containers.queues_requests:
+                    job.to_launch = []
+                    return pending
+                return self._replacements(pending, now)
             if gate.state == GateState.HELD:  # every container went back: a new gang
                 gate.queue(now)
                 job.phase = Phase.QUEUED
@@ -156,6 +163,25 @@ class Allocation:
                        f" after {queued:.1f} s queued" if queued >= 1 else "")
             pending = [job.tasks[k] for k in job.to_launch]
             job.to_launch = []
+        return pending
+
+    def _replacements(self, pending: List[Task], now: float) -> List[Task]:
+        """Replacements on a backend that cannot queue a container (local: the machine's GPUs
+        another job took meanwhile): started once they fit, said once while they wait. Called
+        under the job's lock."""
+        job = self.job
+        if now < self.replacement_not_before:
+            return []
+        verdict = self.containers.admit([ts.plan for ts in pending], job.plan.job.placement)
+        if not verdict.fits:
+            if verdict.why != self.replacement_why:
+                job.decide("%s wait%s: %s", ", ".join(ts.plan.id for ts in pending),
+                           "s" if len(pending) == 1 else "", verdict.why)
+            self.replacement_why = verdict.why
+            self.replacement_not_before = now + ADMIT_EVERY_SECONDS
+            return []
+        self.replacement_why = ""
+        job.to_launch = [k for k in job.to_launch if job.tasks[k] not in pending]
         return pending
 
     def check(self) -> None:
