@@ -23,8 +23,15 @@ folder under the bench's work directory, which every node of the rig on this mac
     RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50 RIG_HOST=127.0.0.7 RIG_NODE_BASE=70 \\
       bash scripts/with-rig.sh .venv/bin/python bench/sharing.py          # [--jobs 8 --time-scale 0.5]
 
-Progress goes to stderr, figures to stdout (``--json``: one JSON object). Every application it
-started is killed on the way out (Ctrl-C too).
+How: GPUs held come from ``/ws/v1/cluster/apps`` (each application's ``resourceInfo``, sampled
+every second, each sample standing until the next); "every task running" from the tasks' stamps
+(per attempt, from its last task's start to its first task's end); nodes from the report's task
+hosts; the ideal schedule pools the cluster's GPUs (a gang may span nodes) and counts a restarting
+gang's failed 3 s as work. It also says how many AMs ran at once and how many waited (ACCEPTED).
+
+Progress goes to stderr, figures to stdout (``--json``: one JSON object). Everything recorded is
+kept in ``raw.json`` in the work directory it names; ``--from DIR`` prints the figures again
+from it. Every application it started is killed on the way out (Ctrl-C too).
 """
 from __future__ import annotations
 
@@ -265,6 +272,7 @@ class Replay:
         self.submit_errors: Dict[str, str] = {}
         self.samples: Dict[str, List[Tuple[float, int]]] = {}  # app id -> (time, GPUs held)
         self.final: Dict[str, dict] = {}         # app id -> the RM's app, once ended
+        self.states: List[Tuple[float, int, int]] = []  # (time, ours ACCEPTED, ours RUNNING): AMs waiting, up
         self.lock = threading.Lock()
 
     def get(self, path: str, **params) -> dict:
@@ -295,6 +303,8 @@ class Replay:
         live = {a["id"]: a for a in apps}
         with self.lock:
             ours = set(self.app_ids.values())
+        mine = [live[a]["state"] for a in ours if a in live]
+        self.states.append((now, sum(1 for x in mine if x != "RUNNING"), mine.count("RUNNING")))
         for app_id in ours:
             if app_id in self.final:
                 continue
@@ -356,6 +366,36 @@ def _gpu(resource: Optional[dict]) -> int:
     return sum(int(r.get("value", 0)) for r in infos if r.get("name") == "yarn.io/gpu")
 
 
+class Recorded:
+    """What a replay recorded, as kept in ``raw.json``: ``figures`` computes from this alone, so
+    ``--from DIR`` recomputes the figures of a replay that already ran."""
+
+    def __init__(self, raw: dict):
+        self.raw = raw
+        self.trace = [TraceJob(**j) for j in raw["trace"]]
+        self.t0: float = raw["t0"]
+        self.app_ids: Dict[str, str] = raw["app_ids"]
+        self.submitted: Dict[str, float] = raw["submitted"]
+        self.samples = {a: [tuple(x) for x in v] for a, v in raw["samples"].items()}
+        self.states = [tuple(x) for x in raw["states"]]
+        self.final: Dict[str, dict] = raw["final"]
+
+    def stamps(self, app_id: str) -> Dict[Tuple[int, int], Tuple[float, Optional[float]]]:
+        out = {}
+        for key, (start, end) in (self.raw["stamps"].get(app_id) or {}).items():
+            index, attempt = key.split(".")
+            out[(int(index), int(attempt))] = (start, end)
+        return out
+
+    @classmethod
+    def of(cls, replay: "Replay", reports: dict, history: dict, total: int, per_node: int, args: dict) -> "Recorded":
+        stamps = {a: {f"{i}.{t}": v for (i, t), v in replay.stamps(a).items()} for a in replay.app_ids.values()}
+        return cls({"args": args, "trace": [asdict(j) for j in replay.trace], "t0": replay.t0,
+                    "app_ids": replay.app_ids, "submitted": replay.submitted, "submit_errors": replay.submit_errors,
+                    "samples": replay.samples, "states": replay.states, "final": replay.final, "stamps": stamps,
+                    "reports": reports, "history": history, "gpus": total, "gpus_per_node": per_node})
+
+
 def gpus_held(app: dict) -> int:
     """yarn.io/gpu the application holds, from its ``resourceInfo`` (every partition)."""
     return sum(_gpu(part.get("used")) for part in (app.get("resourceInfo") or {}).get("resourceUsagesByPartition") or [])
@@ -367,15 +407,17 @@ def nodes_needed(gpus: int, per_node: int) -> int:
     return math.ceil(gpus / per_node)
 
 
-def figures(replay: Replay, reports: Dict[str, dict], history: Dict[str, dict], total_gpus: int,
-            per_node: int) -> dict:
-    trace = replay.trace
+def figures(rec: Recorded) -> dict:
+    reports: Dict[str, dict] = rec.raw["reports"]
+    history: Dict[str, dict] = rec.raw["history"]
+    total_gpus, per_node = rec.raw["gpus"], rec.raw["gpus_per_node"]
+    trace = rec.trace
     ideal = ideal_schedule(trace, total_gpus)
     ideal_start = {s.name: s.start for s in ideal["schedule"]}
     by_job = []
     totals = {"allocated": 0.0, "incomplete": 0.0, "idle_complete": 0.0}
     for job in trace:
-        app_id = replay.app_ids.get(job.name)
+        app_id = rec.app_ids.get(job.name)
         row: dict = {"name": job.name, "team": job.team, "gpus": job.gpus, "duration": job.duration,
                      "restart_once": bool(job.fail_after), "arrival": job.arrival, "app_id": app_id}
         if app_id is None:
@@ -383,12 +425,13 @@ def figures(replay: Replay, reports: Dict[str, dict], history: Dict[str, dict], 
             by_job.append(row)
             continue
         report = reports.get(app_id) or {}
-        final = replay.final.get(app_id) or {}
-        submitted = replay.submitted[job.name]
-        end = final.get("finishedTime", 0) / 1000 or time.time()
-        stamps = replay.stamps(app_id)
+        final = rec.final.get(app_id) or {}
+        submitted = rec.submitted[job.name]
+        samples = rec.samples.get(app_id) or [(rec.t0, 0)]
+        end = final.get("finishedTime", 0) / 1000 or samples[-1][0]  # killed at the deadline: last seen
+        stamps = rec.stamps(app_id)
         running = gang_running_intervals(stamps, job.gpus, end)
-        held = held_gpu_seconds(replay.samples.get(app_id, []), job.gpus, running)
+        held = held_gpu_seconds(samples, job.gpus, running)
         for k in totals:
             totals[k] += held[k]
         hosts = {t.get("host") for t in report.get("tasks") or [] if t.get("host")}
@@ -397,11 +440,12 @@ def figures(replay: Replay, reports: Dict[str, dict], history: Dict[str, dict], 
             "attempts": report.get("attempts"),
             "restarts_by_cause": report.get("restarts_by_cause"),
             "diagnostics": (report.get("diagnostics") or "")[:300],
-            "submit_lag": submitted - (replay.t0 + job.arrival),
+            "submit_lag": submitted - (rec.t0 + job.arrival),
             "queueing_delay": (running[0][0] - submitted) if running else None,
             "ideal_delay": ideal_start[job.name] - job.arrival,
             "gang_ready_seconds": (report.get("timings") or {}).get("gang_ready_seconds"),
-            "end": end - replay.t0,
+            "am_wait": am_wait(history.get(app_id) or {}, submitted),
+            "end": end - rec.t0,
             "nodes": len(hosts) or None, "nodes_min": nodes_needed(job.gpus, per_node),
             "gpu_seconds": held,
             "history_state": (history.get(app_id) or {}).get("state"),
@@ -409,14 +453,14 @@ def figures(replay: Replay, reports: Dict[str, dict], history: Dict[str, dict], 
         by_job.append(row)
     delays = [r["queueing_delay"] for r in by_job if r.get("queueing_delay") is not None]
     ideal_delays = [r["ideal_delay"] for r in by_job if "ideal_delay" in r]
-    first = replay.t0 + min(j.arrival for j in trace)
-    ends = [r["end"] + replay.t0 for r in by_job if "end" in r]
+    first = rec.t0 + min(j.arrival for j in trace)
+    ends = [r["end"] + rec.t0 for r in by_job if "end" in r]
     makespan = max(ends) - first if ends else None
     spanned = [r for r in by_job if r.get("nodes")]
     partial = totals["incomplete"] + totals["idle_complete"]
     failed = [r for r in by_job if r.get("state") != "SUCCEEDED"]
     return {
-        "t0": replay.t0, "jobs": len(trace), "gpus": total_gpus, "gpus_per_node": per_node,
+        "t0": rec.t0, "jobs": len(trace), "gpus": total_gpus, "gpus_per_node": per_node,
         "failed": len(failed), "failed_jobs": [{k: r.get(k) for k in ("name", "app_id", "state", "diagnostics")}
                                                 for r in failed],
         "gpu_seconds_allocated": totals["allocated"],
@@ -437,20 +481,35 @@ def figures(replay: Replay, reports: Dict[str, dict], history: Dict[str, dict], 
         "gangs_on_more_nodes_than_needed": sum(1 for r in spanned if r["nodes"] > r["nodes_min"]),
         "nodes_spanned": sum(r["nodes"] for r in spanned), "nodes_min": sum(r["nodes_min"] for r in spanned),
         "gangs_placed": len(spanned),
+        "ams_running_max": max((r for _, _, r in rec.states), default=0),
+        "ams_waiting_max": max((w for _, w, _ in rec.states), default=0),
+        "am_wait_seconds": [r.get("am_wait") for r in by_job],
         "submit_lag_max": max((r["submit_lag"] for r in by_job if "submit_lag" in r), default=None),
         "by_job": by_job,
     }
+
+
+def am_wait(row: dict, submitted: float) -> Optional[float]:
+    """Seconds from `subm run` to the AM's start (the history's ``started_at``)."""
+    try:
+        started = datetime.datetime.fromisoformat(str(row["started_at"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=datetime.timezone.utc)
+    return started.timestamp() - submitted
 
 
 def fmt(x: Optional[float], spec: str = ".1f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def print_text(f: dict, args: argparse.Namespace, rm: str) -> None:
-    print(f"# sharing a GPU cluster: {f['jobs']} jobs (seed {args.seed}, span {args.span_seconds:g} s, "
-          f"time scale {args.time_scale:g}), {datetime.date.today()}")
-    print(f"# cluster {rm}: {f['gpus']} GPUs, {f['gpus_per_node']} per node; preemption monitor "
-          f"{'on' if args.preemption else 'off'}; load average {os.getloadavg()[0]:.1f} on "
+def print_text(f: dict, args: dict) -> None:
+    print(f"# sharing a GPU cluster: {f['jobs']} jobs (seed {args['seed']}, span {args['span_seconds']:g} s, "
+          f"time scale {args['time_scale']:g}, gang_seconds {args['gang_seconds'] or 'default'}), "
+          f"{datetime.datetime.fromtimestamp(f['t0']):%Y-%m-%d %H:%M}")
+    print(f"# cluster {args['rm']}: {f['gpus']} GPUs, {f['gpus_per_node']} per node; preemption monitor "
+          f"{'on' if args['preemption'] else 'off'}; load average {args['load']:.1f} at the end on "
           f"{os.cpu_count()} CPUs; submissions late by at most {fmt(f['submit_lag_max'])} s")
     print("  job                  GPUs  dur  restart  state       att  delay  ideal  nodes  held GPU-s  partial")
     for r in f["by_job"]:
@@ -475,6 +534,10 @@ def print_text(f: dict, args: argparse.Namespace, rm: str) -> None:
           f"(goal <= 1.15x)")
     print(f"nodes spanned: {f['nodes_spanned']} for {f['gangs_placed']} gangs against {f['nodes_min']} at fewest; "
           f"{f['gangs_on_more_nodes_than_needed']} gangs on more nodes than needed")
+    waits = [w for w in f["am_wait_seconds"] if w is not None]
+    print(f"AMs: at most {f['ams_running_max']} running at once, at most {f['ams_waiting_max']} waiting for YARN to "
+          f"start them (ACCEPTED); submission -> AM started: mean {fmt(statistics.mean(waits) if waits else None)} s, "
+          f"max {fmt(max(waits, default=None))} s")
     for r in f["failed_jobs"]:
         print(f"  failed: {r['name']} {r['app_id']} {r['state']}: {r['diagnostics']}")
 
@@ -502,7 +565,10 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=2400.0, help="give up (kill what is left) after this")
     parser.add_argument("--trace", action="store_true", help="print the trace and its ideal schedule, run nothing")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of text")
+    parser.add_argument("--from", dest="from_dir", type=Path, help="recompute the figures of the replay kept in DIR")
     args = parser.parse_args()
+    if args.from_dir:
+        return report(Recorded(json.loads((args.from_dir / "raw.json").read_text())), args.json)
     trace = make_trace(args.seed, args.jobs, args.span_seconds, args.time_scale, args.restart_share)
     if args.trace:
         ideal = ideal_schedule(trace, 6)
@@ -515,7 +581,7 @@ def main() -> int:
     from submarine_py.backends.yarn.rest import hadoop_conf, rm_address
 
     rm = rm_address()
-    args.preemption = hadoop_conf("yarn-site.xml").get("yarn.resourcemanager.scheduler.monitor.enable") == "true"
+    preemption = hadoop_conf("yarn-site.xml").get("yarn.resourcemanager.scheduler.monitor.enable") == "true"
     workdir = Path(tempfile.mkdtemp(prefix="subm-sharing-"))
     replay = Replay(trace, workdir, rm, args.gang_seconds)
     total, per_node = cluster_gpus(replay)
@@ -546,14 +612,20 @@ def main() -> int:
         log(f"warning: subm history: exit {proc.returncode} {proc.stderr.strip()[-300:]}")
     for name, err in replay.submit_errors.items():
         log(f"submission failed: {name}: {err}")
-    f = figures(replay, reports, history, total, per_node)
-    (workdir / "figures.json").write_text(json.dumps(f, indent=1, default=str))
-    if args.json:
+    settings = {"seed": args.seed, "span_seconds": args.span_seconds, "time_scale": args.time_scale,
+                "gang_seconds": args.gang_seconds, "rm": rm, "preemption": preemption, "load": os.getloadavg()[0]}
+    recorded = Recorded.of(replay, reports, history, total, per_node, settings)
+    (workdir / "raw.json").write_text(json.dumps(recorded.raw, default=str))
+    log(f"what it recorded is kept in {workdir}/raw.json (--from {workdir} prints the figures again)")
+    return report(recorded, args.json)
+
+
+def report(recorded: Recorded, as_json: bool) -> int:
+    f = figures(recorded)
+    if as_json:
         print(json.dumps(f, default=str))
     else:
-        print_text(f, args, rm)
-    log(f"raw samples, stamps and figures kept in {workdir}")
-    (workdir / "samples.json").write_text(json.dumps(replay.samples))
+        print_text(f, recorded.raw["args"])
     return 0
 
 

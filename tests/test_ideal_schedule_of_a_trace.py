@@ -98,3 +98,37 @@ def test_a_gang_runs_between_its_last_start_and_its_first_end_per_attempt():
     assert sharing.gang_running_intervals(stamps, 2, app_end=60) == [(11.0, 13.0), (22.0, 50.0)]
     # a gang whose second task never started never ran
     assert sharing.gang_running_intervals({(0, 0): (10.0, 20.0)}, 2, app_end=60) == []
+
+
+def test_figures_of_a_recorded_replay():
+    a, b = job("a", 0, 2, 10), job("b", 5, 4, 10, fail_after=3)
+    t0 = 1000.0
+    raw = {
+        "args": {}, "trace": [sharing.asdict(a), sharing.asdict(b)], "t0": t0,
+        "app_ids": {"a": "app_1", "b": "app_2"}, "submitted": {"a": t0, "b": t0 + 5},
+        "samples": {"app_1": [(t0 + 1, 0), (t0 + 2, 2), (t0 + 14, 0)],
+                    # b: 2 of 4 GPUs for 4 s, then all 4 for 20 s
+                    "app_2": [(t0 + 6, 2), (t0 + 10, 4), (t0 + 30, 0)]},
+        "states": [(t0 + 1, 1, 0), (t0 + 6, 0, 2)],
+        "final": {"app_1": {"finishedTime": (t0 + 14) * 1000}, "app_2": {"finishedTime": (t0 + 30) * 1000}},
+        "stamps": {"app_1": {"0.0": [t0 + 3, t0 + 13], "1.0": [t0 + 3, t0 + 13]},
+                   "app_2": {"0.0": [t0 + 11, t0 + 14], "1.0": [t0 + 11, None], "2.0": [t0 + 12, None],
+                             "3.0": [t0 + 12, None], "0.1": [t0 + 16, t0 + 26], "1.1": [t0 + 16, t0 + 26],
+                             "2.1": [t0 + 16, t0 + 26], "3.1": [t0 + 16, t0 + 26]}},
+        "reports": {"app_1": {"state": "SUCCEEDED", "attempts": 1, "tasks": [{"host": "n1"}, {"host": "n2"}]},
+                    "app_2": {"state": "FAILED", "attempts": 2, "diagnostics": "worker:0 failed",
+                              "tasks": [{"host": "n1"}, {"host": "n2"}, {"host": "n3"}, {"host": "n3"}]}},
+        "history": {"app_2": {"started_at": "1970-01-01T00:16:47Z"}},
+        "gpus": 6, "gpus_per_node": 2,
+    }
+    f = sharing.figures(sharing.Recorded(raw))
+    assert f["failed"] == 1 and f["failed_jobs"][0]["name"] == "b"
+    assert f["gpu_seconds_allocated"] == 24 + 8 + 80
+    assert f["gpu_seconds_incomplete_gang"] == 8
+    # a: 2 GPUs held 2-14 s, running 3-13: 4 GPU-s; b: 4 held 10-30, running 12-14 and 16-26: 32
+    assert f["gpu_seconds_idle_complete_gang"] == 4 + 32
+    assert (f["queueing_delay_mean"], f["queueing_delay_max"]) == (5, 7)  # a: 3 s, b: 12 - 5 = 7 s
+    assert f["makespan"] == 30 and f["ideal_makespan"] == 18  # b: 5 + 3 + 10
+    assert (f["nodes_spanned"], f["nodes_min"], f["gangs_on_more_nodes_than_needed"]) == (5, 3, 2)
+    assert f["am_wait_seconds"] == [None, 2]  # b's AM started 1007, 2 s after its submission
+    assert (f["ams_running_max"], f["ams_waiting_max"]) == (2, 1)
