@@ -15,7 +15,7 @@ every second (GPUs each application holds) until every job has ended, reads each
 * queueing delay, submission -> every task of the gang running (first attempt), mean and max;
 * makespan against an ideal schedule computed offline: the better of FIFO and FIFO with (EASY)
   backfilling, list schedules of the same trace on the cluster's GPUs with no start-up cost;
-* nodes spanned per gang against the fewest possible (ceil(GPUs / GPUs per node)).
+* nodes spanned per gang that ran against the fewest possible (ceil(GPUs / GPUs per node)).
 
 Tasks write their start and end times into the job's ``SUBM_SHARED_DIR`` (``shared_dir:`` a
 folder under the bench's work directory, which every node of the rig on this machine sees).
@@ -456,7 +456,7 @@ def figures(rec: Recorded) -> dict:
     first = rec.t0 + min(j.arrival for j in trace)
     ends = [r["end"] + rec.t0 for r in by_job if "end" in r]
     makespan = max(ends) - first if ends else None
-    spanned = [r for r in by_job if r.get("nodes")]
+    spanned = [r for r in by_job if r.get("nodes") and r.get("queueing_delay") is not None]  # gangs that ran
     partial = totals["incomplete"] + totals["idle_complete"]
     failed = [r for r in by_job if r.get("state") != "SUCCEEDED"]
     return {
@@ -532,7 +532,8 @@ def print_text(f: dict, args: dict) -> None:
     print(f"makespan: {fmt(f['makespan'])} s against ideal {fmt(f['ideal_makespan'])} s ({f['ideal_policy']}; FIFO "
           f"{fmt(f['ideal_fifo'])}, backfill {fmt(f['ideal_backfill'])}) = {fmt(f['makespan_ratio'], '.2f')}x "
           f"(goal <= 1.15x)")
-    print(f"nodes spanned: {f['nodes_spanned']} for {f['gangs_placed']} gangs against {f['nodes_min']} at fewest; "
+    print(f"nodes spanned: {f['nodes_spanned']} for the {f['gangs_placed']} gangs that ran against {f['nodes_min']} at "
+          f"fewest; "
           f"{f['gangs_on_more_nodes_than_needed']} gangs on more nodes than needed")
     waits = [w for w in f["am_wait_seconds"] if w is not None]
     print(f"AMs: at most {f['ams_running_max']} running at once, at most {f['ams_waiting_max']} waiting for YARN to "
