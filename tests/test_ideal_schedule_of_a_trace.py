@@ -1,6 +1,7 @@
-"""bench/sharing.py's offline yardsticks: the ideal schedule of a trace (the better of FIFO and
+"""bench/sharing.py's offline yardsticks (bench/sharing_figures.py): the ideal schedule of a trace (the better of FIFO and
 FIFO with EASY backfilling on the cluster's GPUs, no start-up cost) and the GPU-seconds held in
 partial gangs, from the RM's samples and the tasks' own start and end times."""
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -9,8 +10,9 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-_spec = importlib.util.spec_from_file_location("sharing", Path(__file__).resolve().parent.parent / "bench" / "sharing.py")
-sharing = sys.modules.setdefault("sharing", importlib.util.module_from_spec(_spec))
+_spec = importlib.util.spec_from_file_location(
+    "sharing_figures", Path(__file__).resolve().parent.parent / "bench" / "sharing_figures.py")
+sharing = sys.modules.setdefault("sharing_figures", importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(sharing)
 
 
@@ -104,7 +106,7 @@ def test_figures_of_a_recorded_replay():
     a, b = job("a", 0, 2, 10), job("b", 5, 4, 10, fail_after=3)
     t0 = 1000.0
     raw = {
-        "args": {}, "trace": [sharing.asdict(a), sharing.asdict(b)], "t0": t0,
+        "args": {}, "trace": [dataclasses.asdict(a), dataclasses.asdict(b)], "t0": t0,
         "app_ids": {"a": "app_1", "b": "app_2"}, "submitted": {"a": t0, "b": t0 + 5},
         "samples": {"app_1": [(t0 + 1, 0), (t0 + 2, 2), (t0 + 14, 0)],
                     # b: 2 of 4 GPUs for 4 s, then all 4 for 20 s
