@@ -1,0 +1,516 @@
+"""The ApplicationMaster of a sweep: one job runs every trial, on containers it asks for one at a
+time and reuses trial after trial (docs/sweeps.md).
+
+Where an ordinary job's AM (``master.py``) starts a gang and restarts it, a sweep has no gang:
+
+* **allocation**: while fewer containers are up than ``sweep.parallel`` (and than the trials
+  still to run, with those running), it asks for one more, passing the backend's admission
+  (:meth:`Containers.admit`) for that one container; it never waits for all of them;
+* **a container that registers** gets the next trial at once (:class:`~.sweep.Search` picks its
+  parameters); **a trial that ends** (its exit, reported by the executor that stays) is told to
+  the search and the same container gets the next trial in the same moment; a container with
+  nothing left to run is given back at once;
+* **early stopping**: the lines a trial prints naming the metric come from its executor
+  (``POST /v1/metric``); an intermediate value the rule finds too poor stops the trial
+  (``stop``), which ends PRUNED;
+* **failures**: a failed trial is recorded with its diagnostics; the sweep fails once more than
+  ``sweep.max_failed_trials`` have; a container the cluster took (preempted, node lost) costs
+  no failure: its trial's parameters run again;
+* **the study** (the trials so far) is saved to the job's shared folder at every change, and is in
+  the report the AM rewrites on YARN: a new AM attempt goes on from it.
+
+The executor protocol is the ordinary AM's (``server.py`` calls the same methods).
+"""
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional
+
+from ..plan import Plan, TaskPlan
+from ..report import Event, JobReport, TaskReport, Timings
+from ..states import Cause, JobState, Phase, TaskState, TrialState
+from .containers import Containers
+from .diagnostics import quote_stderr
+from .job import MAX_EVENTS
+from .reporting import write_report
+from .supervision import HEARTBEAT_SECONDS
+from .sweep import STUDY_FILE, Search, load_trials, save_trials, trial_env, value_of
+
+log = logging.getLogger("subm.am")
+
+#: Patience beyond the stop grace for executors to leave after the verdict.
+STOP_MARGIN_SECONDS = 5
+SNAPSHOT_SECONDS = 2.0
+#: Admission refused: ask again after this long.
+ADMIT_EVERY_SECONDS = 2.0
+#: Containers in a row that end before their executor registers: the sweep cannot run.
+MAX_FAILED_LAUNCHES = 3
+
+
+@dataclass
+class Slot:
+    """A trial container: its executor, and the trial it runs now (None: none)."""
+
+    id: str
+    plan: TaskPlan
+    alive: bool = True
+    registered: bool = False
+    released: bool = False
+    address: Optional[str] = None
+    host: Optional[str] = None
+    trial: Optional[int] = None
+    #: The trial it was told to stop early (its end is then PRUNED).
+    pruning: Optional[int] = None
+    trials_run: int = 0
+    instructions: List[Dict[str, Any]] = field(default_factory=list)
+    last_seen: float = field(default_factory=time.monotonic)
+    log: str = ""
+
+
+class SweepMaster:
+    def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
+                 submitted_at: Optional[float] = None, token: Optional[str] = None,
+                 report_path: Optional[str] = None, shared_dir: Optional[str] = None,
+                 snapshots: bool = False):
+        assert plan.job.sweep is not None
+        self.plan, self.spec, self.job_id, self.containers = plan, plan.job.sweep, job_id, containers
+        self.token = token or secrets.token_hex(16)
+        self.report_path, self.shared_dir, self.snapshots = report_path, shared_dir, snapshots
+        self.url = ""
+        self.kill_requested: Optional[str] = None
+        self.signalled: Optional[str] = None
+        try:
+            self.user: Optional[str] = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        except (KeyError, OSError):
+            self.user = None
+        self.task = plan.tasks[0]
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.slots: Dict[str, Slot] = {}
+        self.launched = 0
+        self.seq = 0
+        self.events: List[Event] = []
+        self.state, self.phase, self.diagnostics = JobState.RUNNING, Phase.QUEUED, ""
+        self.submitted_at = submitted_at or time.time()
+        self.started_at, self.finished_at = time.time(), None
+        self.timeouts = plan.job.timeouts
+        self.heartbeat = min(HEARTBEAT_SECONDS, self.timeouts.lost_after_seconds / 3)
+        self.not_before = 0.0
+        self.waiting_for = ""
+        self.failed_launches = 0
+        #: Executors whose containers go back now (the main loop kills them).
+        self.to_release: List[str] = []
+        self.search: Optional[Search] = None
+        self.study_path = os.path.join(shared_dir, STUDY_FILE) if shared_dir else None
+        #: The trials an earlier AM attempt saved (the shared folder), else its report's.
+        self.earlier = load_trials(self.study_path) if self.study_path else []
+
+    # -- the AM's words ------------------------------------------------------------------------
+    def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
+        log.log(level, msg, *args)
+        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
+        del self.events[:-MAX_EVENTS]
+
+    def send(self, slot: Slot, op: str, **kw: Any) -> None:
+        self.seq += 1
+        slot.instructions.append({"seq": self.seq, "op": op, **kw})
+        self.changed.notify_all()
+
+    def executor_env(self, task: TaskPlan) -> Dict[str, str]:
+        return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
+                "SUBM_INDEX": str(task.index), **self.plan.executor_settings(task.role)}
+
+    @property
+    def finishing(self) -> bool:
+        return self.phase in (Phase.FINISHING, Phase.DONE)
+
+    def finish(self, state: JobState, diagnostics: str) -> None:
+        """The verdict: running trials are stopped (STOPPED), every executor told to leave."""
+        if self.finishing:
+            return
+        self.state, self.diagnostics, self.phase = state, diagnostics, Phase.FINISHING
+        self.finished_at = time.time()
+        for slot in self.slots.values():
+            if slot.trial is not None and self.search is not None:
+                self.search.finish(slot.trial, TrialState.STOPPED, diagnostics=f"the sweep ended: {state}")
+                slot.trial = None
+            if slot.alive:
+                self.send(slot, "exit", code=0)
+        self._save_study()
+        self.decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
+
+    # -- executor calls (server.py) -------------------------------------------------------------
+    def on_register(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        with self.lock:
+            slot = self.slots.get(str(body["executor"]))
+            if slot is None or not slot.alive or self.finishing or slot.released:
+                return {"index": None}
+            slot.address = f"{body['host']}:{int(body['port'])}"
+            slot.host, slot.registered = str(body["host"]), True
+            self.failed_launches = 0
+            info = {"container": body.get("container"), "node_http": body.get("node_http")}
+            self.containers.registered(slot.id, info)
+            slot.log = self.containers.log_location(slot.plan, slot.id)
+            self.decide("container %s registered on %s", slot.id, slot.host)
+            self._next_trial(slot)
+            return {"index": slot.plan.index, "attempt": 0, "heartbeat": self.heartbeat}
+
+    def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
+        deadline = time.monotonic() + wait
+        with self.lock:
+            while True:
+                slot = self.slots.get(executor)
+                pending = [i for i in slot.instructions if i["seq"] > after] if slot else []
+                if slot is not None and not slot.alive and not pending:
+                    return [{"seq": max(after, self.seq) + 1, "op": "exit", "code": 0}]
+                if pending or time.monotonic() >= deadline:
+                    if slot:
+                        slot.instructions, slot.last_seen = pending, time.monotonic()
+                    return pending
+                self.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    def heard_from(self, executor: str, quiet: Optional[float] = None, attempt: Optional[int] = None) -> None:
+        with self.lock:
+            slot = self.slots.get(executor)
+            if slot is not None:
+                slot.last_seen = time.monotonic()
+
+    def on_started(self, body: Dict[str, Any]) -> None:
+        """The trial's processes started: its time counts from here."""
+        with self.lock:
+            number = body.get("attempt")
+            if self.search is not None and number in self.search.trials:
+                self.search.trials[number] = replace(self.search.trials[number], started_at=round(time.time(), 3))
+
+    def on_gpu(self, body: Dict[str, Any]) -> None:
+        """GPU samples: not kept per trial (the pool's use is the sweep's figure)."""
+
+    def on_goodbye(self, body: Dict[str, Any]) -> None:
+        with self.lock:
+            slot = self.slots.get(str(body["executor"]))
+            if slot is not None and (self.finishing or slot.released):
+                slot.alive = False
+                self.changed.notify_all()
+
+    def on_metric(self, body: Dict[str, Any]) -> None:
+        """Lines a running trial printed naming the metric: intermediate values, early stopping."""
+        with self.lock:
+            slot = self.slots.get(str(body["executor"]))
+            number = body.get("attempt")
+            if slot is None or slot.trial is None or number != slot.trial or self.search is None:
+                return
+            self._intermediate(slot, number, [str(x) for x in body.get("lines") or ()])
+
+    def _intermediate(self, slot: Slot, number: int, lines: List[str]) -> None:
+        _, values = value_of(lines, self.spec.metric)
+        for value, step in values:
+            if step is None or slot.pruning == number:
+                continue
+            if self.search.report(number, value, step):
+                slot.pruning = number
+                self.decide("trial %d stops early at step %d: %s=%g is worse than the median of earlier "
+                            "trials at that step", number, step, self.spec.metric, value)
+                self.send(slot, "stop", attempt=number)
+                return
+
+    def on_exit(self, body: Dict[str, Any]) -> None:
+        """A trial ended: recorded, and its container takes the next one at once."""
+        with self.lock:
+            slot = self.slots.get(str(body["executor"]))
+            number = body.get("attempt")
+            if slot is None or slot.trial is None or number != slot.trial or self.search is None:
+                return
+            lines = [str(x) for x in body.get("metric_lines") or ()]
+            self._intermediate(slot, number, lines)
+            value, _ = value_of(lines, self.spec.metric)
+            record = self.search.trials[number]
+            value = value if value is not None else record.value
+            code, stopped = int(body["exit_code"]), bool(body.get("stopped"))
+            slot.trial = None
+            if slot.pruning == number:
+                rec = self.search.finish(number, TrialState.PRUNED, value,
+                                         f"stopped early at step {record.step}")
+            elif code == 0 and not stopped and value is not None:
+                rec = self.search.finish(number, TrialState.SUCCEEDED, value)
+            else:
+                if code == 0 and not stopped:
+                    why = (f"it exited with code 0 but printed no {self.spec.metric}=... line on its stdout "
+                           f"(see docs/sweeps.md)")
+                else:
+                    tail = body.get("stderr_tail")
+                    if not isinstance(tail, str) and code != 0 and not stopped:
+                        tail = self.containers.stderr_tail(slot.plan, slot.id)
+                    where = self.containers.stderr_location(slot.plan, slot.id) or str(body.get("stderr_log") or "")
+                    said = quote_stderr(tail).summary() if isinstance(tail, str) and tail else ""
+                    why = "; ".join(x for x in (f"exit code {code}", said, f"its stderr: {where}" if where else "") if x)
+                rec = self.search.finish(number, TrialState.FAILED, value, why)
+            self.decide("trial %d %s%s%s in %.1f s on %s", number, rec.state,
+                        f" ({self.spec.metric}={rec.value:g})" if rec.value is not None else "",
+                        f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "",
+                        rec.duration_seconds or 0, slot.id)
+            self._save_study()
+            if not self._check_done():
+                self._next_trial(slot)
+
+    def kill(self, why: str = "killed by request") -> None:
+        with self.lock:
+            self.finish(JobState.KILLED, why)
+
+    def take_over(self, previous: Optional[JobReport], lost_attempts: int) -> None:
+        """Go on from an earlier AM attempt: its study file, else the trials in its report."""
+        if not self.earlier and previous is not None and previous.sweep is not None:
+            self.earlier = list(previous.sweep.trials)
+        done = sum(1 for t in self.earlier if t.state != TrialState.RUNNING)
+        self.decide("going on with the sweep after %d lost ApplicationMaster attempt(s): %d trial(s) kept",
+                    lost_attempts, done)
+
+    # -- trials --------------------------------------------------------------------------------
+    def _next_trial(self, slot: Slot) -> None:
+        """Give ``slot`` the next trial, or give it back if there is none (under the lock)."""
+        if self.finishing or self.search is None or not slot.registered:
+            return
+        if self.search.remaining() <= 0:
+            self._release(slot, "has no trial left to run: it goes back to the cluster")
+            return
+        rec = self.search.ask(slot.id, slot.host)
+        slot.trial, slot.pruning = rec.number, None
+        slot.trials_run += 1
+        self.phase = Phase.RUNNING
+        envs = self.plan.process_envs(self.task, {self.task.role: [slot.address]}, self.job_id, 0, self.shared_dir)
+        envs = [dict(e, **trial_env(rec.number, dict(rec.params))) for e in envs]
+        shown = " ".join(f"{k}={v}" for k, v in rec.params.items())
+        header = (f"[subm] job={self.job_id} trial={rec.number} {shown} container={slot.id} "
+                  f"command: {self.task.command}")
+        more = {"envs": envs} if len(envs) > 1 else {}
+        self.send(slot, "run", attempt=rec.number, command=self.task.command, env=envs[0], **more,
+                  hold_port=self.plan.framework.reuses_port, header=header, gpus=self.task.resources.gpus,
+                  metric=self.spec.metric)
+        log.info("trial %d (%s) starts in %s", rec.number, shown, slot.id)
+        self._save_study()
+
+    def _release(self, slot: Slot, why: str) -> None:
+        if slot.released:
+            return
+        slot.released = True
+        self.decide("container %s %s", slot.id, why)
+        self.send(slot, "exit", code=0)
+        self.to_release.append(slot.id)
+
+    def _check_done(self) -> bool:
+        """The verdict once too many trials failed, or every trial has ended (under the lock)."""
+        search = self.search
+        if self.finishing or search is None:
+            return self.finishing
+        failed = search.failed()
+        if failed > self.spec.max_failed_trials:
+            last = max((t for t in search.trials.values() if t.state == TrialState.FAILED), key=lambda t: t.number)
+            self.finish(JobState.FAILED, f"{failed} trials failed, more than sweep.max_failed_trials "
+                                         f"({self.spec.max_failed_trials}); the last, trial {last.number}: "
+                                         f"{last.diagnostics}")
+            return True
+        running = any(s.trial is not None for s in self.slots.values())
+        if search.remaining() > 0 or running:
+            return False
+        best = search.best()
+        counts = ", ".join(f"{n} {s.value.lower()}" for s, n in search.counts().items() if n)
+        if best is None:
+            self.finish(JobState.FAILED, f"no trial succeeded ({counts})")
+        else:
+            self.decide("sweep done (%s); best: trial %d, %s=%g with %s", counts, best.number, self.spec.metric,
+                        best.value, dict(best.params))
+            self.finish(JobState.SUCCEEDED, "")
+        return True
+
+    def _save_study(self) -> None:
+        if self.study_path and self.search is not None:
+            try:
+                save_trials(self.study_path, [self.search.trials[n] for n in sorted(self.search.trials)])
+            except OSError as exc:
+                log.warning("could not save the sweep's trials to %s: %s", self.study_path, exc)
+
+    # -- containers ----------------------------------------------------------------------------
+    def _allocate(self) -> None:
+        """One more container when fewer are up than the sweep can use now (main loop)."""
+        now = time.monotonic()
+        with self.lock:
+            if self.finishing or self.search is None or now < self.not_before:
+                return
+            up = [s for s in self.slots.values() if s.alive and not s.released]
+            running = sum(1 for s in up if s.trial is not None)
+            idle_or_coming = len(up) - running
+            want = min(self.spec.parallel, running + self.search.remaining())
+            if len(up) >= want or idle_or_coming >= self.search.remaining():
+                return
+            index = self.launched
+            plan = replace(self.task, index=index)
+        verdict = self.containers.admit([plan], self.plan.job.placement)
+        if not verdict.fits:
+            with self.lock:
+                if verdict.why != self.waiting_for:
+                    self.decide("trial container %d waits: %s", index, verdict.why)
+                self.waiting_for, self.not_before = verdict.why, now + ADMIT_EVERY_SECONDS
+            return
+        try:
+            ex_id = self.containers.launch(plan, self.executor_env(plan))
+        except Exception as exc:
+            log.exception("could not start a trial container")
+            with self.lock:
+                self.not_before = now + ADMIT_EVERY_SECONDS
+                if not any(s.alive for s in self.slots.values()):
+                    self.finish(JobState.FAILED, f"could not start a trial container: {exc}")
+            return
+        with self.lock:
+            self.launched += 1
+            self.waiting_for = ""
+            self.slots[ex_id] = Slot(ex_id, plan, log=self.containers.log_location(plan, ex_id))
+            if self.phase == Phase.QUEUED:
+                self.phase = Phase.STARTING
+            self.decide("asked for trial container %d (%s): %d up, %d trial(s) running, %d to start",
+                        index, ex_id, len(up) + 1, running, self.search.remaining())
+
+    def _ended(self, ex_id: str, code: Optional[int], diagnostics: str, cause: Optional[Cause]) -> None:
+        """A trial container is gone (its end polled, or its executor silent)."""
+        with self.lock:
+            slot = self.slots.get(ex_id)
+            if slot is None or not slot.alive:
+                return
+            slot.alive = False
+            self.changed.notify_all()
+            if slot.released or self.finishing:
+                return
+            said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
+            if not slot.registered:
+                self.failed_launches += 1
+                self.decide("trial container %s ended before its executor registered (%s)", ex_id, said,
+                            level=logging.WARNING)
+                if self.failed_launches >= MAX_FAILED_LAUNCHES:
+                    self.finish(JobState.FAILED, f"{self.failed_launches} trial containers in a row ended before "
+                                                 f"their executor registered; the last: {said}")
+                return
+            if slot.trial is not None and self.search is not None:
+                taken = cause is not None and cause.is_cluster
+                rec = self.search.finish(slot.trial, TrialState.FAILED,
+                                         diagnostics=f"its container {ex_id} ended ({said or 'exit code unknown'})",
+                                         requeue=taken)
+                slot.trial = None
+                self.decide("trial %d failed: %s%s", rec.number, rec.diagnostics,
+                            "; its parameters run again" if taken else "", level=logging.WARNING)
+                self._save_study()
+                self._check_done()
+
+    def _silent(self) -> List[str]:
+        now = time.monotonic()
+        with self.lock:
+            return [s.id for s in self.slots.values()
+                    if s.alive and s.registered and not s.released and now - s.last_seen > self.timeouts.lost_after_seconds]
+
+    # -- main loop -----------------------------------------------------------------------------
+    def run(self) -> JobReport:
+        log.info("AM for sweep %s (%d trials, %d at a time, %s, metric %s %s) on %s; status at %s", self.job_id,
+                 self.spec.trials, self.spec.parallel, self.spec.algorithm, self.spec.metric, self.spec.goal,
+                 self.containers.name, self.url)
+        try:
+            search = Search(self.spec, self.earlier)
+        except Exception as exc:  # Optuna missing here, or the earlier trials unreadable
+            search = None
+            with self.lock:
+                self.finish(JobState.FAILED, str(exc))
+        with self.lock:
+            self.search = search
+            if search is not None and self.earlier:
+                self._save_study()
+                self._check_done()
+        self._loop()
+        for slot in [s for s in self.slots.values() if s.alive]:
+            self.containers.kill(slot.id)
+        self.containers.close()
+        with self.lock:
+            self.phase = Phase.DONE
+            report = self.report()
+            self.changed.notify_all()
+        self._write_report(report)
+        self.containers.finish(self.state, self.diagnostics)
+        log.info("sweep %s %s in %.1f s", self.job_id, self.state, report.timings.total_seconds)
+        return report
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + self.timeouts.job_seconds if self.timeouts.job_seconds else None
+        patience = self.timeouts.stop_grace_seconds + STOP_MARGIN_SECONDS
+        next_snapshot, since = 0.0, None
+        while True:
+            if self.kill_requested:
+                self.kill(self.kill_requested)
+                self.kill_requested = None
+                self._write_report()
+            if self.snapshots and time.monotonic() >= next_snapshot:
+                self._write_report()
+                next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
+            self._allocate()
+            with self.lock:
+                out, self.to_release = self.to_release, []
+            for ex_id in out:
+                self.containers.kill(ex_id)
+            for ended in self.containers.poll():
+                self._ended(ended.executor, ended.exit_code, ended.diagnostics, ended.cause)
+            for ex_id in self._silent():
+                self.containers.lost(ex_id)
+                self._ended(ex_id, None, "no heartbeat from its executor: declared lost", Cause.NODE_LOST)
+            with self.lock:
+                if deadline and time.monotonic() > deadline:
+                    self.finish(JobState.FAILED, f"the sweep ran longer than timeouts.job_seconds "
+                                                 f"({self.timeouts.job_seconds} s)")
+                if self.finishing:
+                    since = since or time.monotonic()
+                    alive = [s for s in self.slots.values() if s.alive]
+                    if not alive or time.monotonic() - since > patience:
+                        return
+                    unheard = [s.id for s in alive if not s.registered]
+                else:
+                    unheard = []
+            for ex_id in unheard:
+                self.containers.kill(ex_id)
+                with self.lock:
+                    self.slots[ex_id].alive = False
+            time.sleep(0.05)
+
+    # -- report --------------------------------------------------------------------------------
+    def report(self) -> JobReport:
+        with self.lock:
+            end = self.finished_at or time.time()
+            tasks = tuple(TaskReport(
+                role=s.plan.role, index=s.plan.index, state=self._slot_state(s), host=s.host, address=s.address,
+                tracked=True, log=s.log, executor=s.id, command=self.task.command,
+                attempt=max(1, s.trials_run), **self.containers.details(s.id),
+            ) for s in self.slots.values())
+            sweep = self.search.report_of() if self.search is not None else None
+            return JobReport(
+                app_id=self.job_id, name=self.plan.job.name, framework=self.plan.job.framework,
+                backend=self.containers.name, user=self.user,
+                queue=self.plan.job.queue if self.containers.name == "yarn" else None,
+                submitted_at=round(self.submitted_at, 3), started_at=round(self.started_at, 3),
+                finished_at=round(self.finished_at, 3) if self.finished_at else None,
+                state=self.state if self.finishing else JobState.RUNNING, phase=self.phase, attempts=1,
+                diagnostics=self.diagnostics,
+                running=sum(1 for s in self.slots.values() if s.trial is not None), total=len(tasks), tasks=tasks,
+                timings=Timings(total_seconds=round(end - self.submitted_at, 3)), status_url=self.url,
+                events=tuple(self.events), final=self.phase == Phase.DONE,
+                waiting_for=self.waiting_for or None if not self.finishing else None, sweep=sweep)
+
+    def _slot_state(self, s: Slot) -> TaskState:
+        if s.trial is not None:
+            return TaskState.RUNNING
+        if s.released or (self.state == JobState.SUCCEEDED and s.registered):
+            return TaskState.SUCCEEDED
+        if not s.alive:
+            return TaskState.STOPPED if self.finishing else TaskState.FAILED
+        return TaskState.REGISTERED if s.registered else TaskState.PENDING
+
+    def _write_report(self, report: Optional[JobReport] = None) -> None:
+        if self.report_path:
+            write_report(self.report_path, report or self.report(), self.plan)
