@@ -9,6 +9,7 @@ containers and no clock of its own: the sweep's AM (``sweep_master.py``) asks it
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -60,10 +61,9 @@ class Search:
         self.spec = spec
         self.distributions = self._distributions()
         sampler: Any
-        if spec.algorithm == "grid":
-            sampler = optuna.samplers.GridSampler({n: list(p.choices) for n, p in spec.params.items()},
-                                                  seed=spec.seed)
-        elif spec.algorithm == "random":
+        # The grid is ours: each point enqueued in order (Optuna's GridSampler stops the study
+        # from inside its optimize loop, which ask/tell has not).
+        if spec.algorithm in ("random", "grid"):
             sampler = optuna.samplers.RandomSampler(seed=spec.seed)
         else:
             sampler = optuna.samplers.TPESampler(seed=spec.seed)
@@ -78,6 +78,14 @@ class Search:
         self.next_number = 0
         for t in earlier:
             self._replay(t)
+        if spec.algorithm == "grid":
+            done = [dict(t.params) for t in self.trials.values()]
+            for point in itertools.product(*(p.choices for p in spec.params.values())):
+                params = dict(zip(spec.params, point))
+                if params in done:
+                    done.remove(params)
+                else:
+                    self.study.enqueue_trial(params, skip_if_exists=False)
 
     def _distributions(self) -> Dict[str, Any]:
         d = self.optuna.distributions
@@ -96,7 +104,8 @@ class Search:
         that was running when that AM was lost runs again, with the same parameters."""
         self.next_number = max(self.next_number, t.number + 1)
         if t.state == TrialState.RUNNING or t.state == TrialState.STOPPED:
-            self.study.enqueue_trial(dict(t.params), skip_if_exists=False)
+            if self.spec.algorithm != "grid":  # a grid enqueues every point not done
+                self.study.enqueue_trial(dict(t.params), skip_if_exists=False)
             return
         state = {TrialState.SUCCEEDED: self.optuna.trial.TrialState.COMPLETE,
                  TrialState.PRUNED: self.optuna.trial.TrialState.PRUNED}.get(t.state, self.optuna.trial.TrialState.FAIL)

@@ -207,12 +207,14 @@ class SweepMaster:
                 return
             self._intermediate(slot, number, [str(x) for x in body.get("lines") or ()])
 
-    def _intermediate(self, slot: Slot, number: int, lines: List[str]) -> None:
+    def _intermediate(self, slot: Slot, number: int, lines: List[str], may_stop: bool = True) -> None:
+        """Record a running trial's intermediate values; stop it early where the rule says so
+        (``may_stop``: not for the last lines of a trial that has ended)."""
         _, values = value_of(lines, self.spec.metric)
         for value, step in values:
             if step is None or slot.pruning == number:
                 continue
-            if self.search.report(number, value, step):
+            if self.search.report(number, value, step) and may_stop:
                 slot.pruning = number
                 self.decide("trial %d stops early at step %d: %s=%g is worse than the median of earlier "
                             "trials at that step", number, step, self.spec.metric, value)
@@ -227,7 +229,7 @@ class SweepMaster:
             if slot is None or slot.trial is None or number != slot.trial or self.search is None:
                 return
             lines = [str(x) for x in body.get("metric_lines") or ()]
-            self._intermediate(slot, number, lines)
+            self._intermediate(slot, number, lines, may_stop=False)
             value, _ = value_of(lines, self.spec.metric)
             record = self.search.trials[number]
             value = value if value is not None else record.value
@@ -250,10 +252,10 @@ class SweepMaster:
                     said = quote_stderr(tail).summary() if isinstance(tail, str) and tail else ""
                     why = "; ".join(x for x in (f"exit code {code}", said, f"its stderr: {where}" if where else "") if x)
                 rec = self.search.finish(number, TrialState.FAILED, value, why)
-            self.decide("trial %d %s%s%s in %.1f s on %s", number, rec.state,
+            self.decide("trial %d %s%s in %.1f s on %s%s", number, rec.state,
                         f" ({self.spec.metric}={rec.value:g})" if rec.value is not None else "",
-                        f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "",
-                        rec.duration_seconds or 0, slot.id)
+                        rec.duration_seconds or 0, slot.id,
+                        f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "")
             self._save_study()
             if not self._check_done():
                 self._next_trial(slot)
