@@ -3,7 +3,8 @@
 by hand with ``--print``). Its best: x = 2, layers = 2, loss -> 1 / STEPS.
 
 Environment: SUBM_PARAM_X, SUBM_PARAM_LAYERS (default 2), STEPS (default 8), STEP_SECONDS
-(default 0.05); SUBM_PARAM_FAIL=yes makes the trial fail.
+(default 0.05); SUBM_PARAM_FAIL=yes makes the trial fail; SLOW_X: a trial with that x takes
+SLOW_SECONDS (default 2) more.
 """
 import os
 import sys
@@ -15,6 +16,8 @@ steps = int(os.environ.get("STEPS", "8"))
 pause = float(os.environ.get("STEP_SECONDS", "0.05"))
 if os.environ.get("SUBM_PARAM_FAIL") == "yes":
     sys.exit("objective: told to fail")
+if os.environ.get("SLOW_X") and float(os.environ["SLOW_X"]) == x:
+    time.sleep(float(os.environ.get("SLOW_SECONDS", "2")))
 by_hand = "--print" in sys.argv
 if not by_hand:
     from submarine_py.metrics import report_metric
