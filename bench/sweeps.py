@@ -43,20 +43,25 @@ def log(msg: str) -> None:
 
 
 def subm(args: List[str], env: Dict[str, str], timeout: float = 900) -> Tuple[int, str]:
+    """``subm ARGS``: (exit code, stdout); stderr (progress lines) is logged when it fails."""
     proc = subprocess.run([sys.executable, "-m", "submarine_py.cli", *args], env=env, capture_output=True,
                           text=True, timeout=timeout)
-    return proc.returncode, proc.stdout + proc.stderr
+    if proc.returncode:
+        log(proc.stderr[-2000:])
+    return proc.returncode, proc.stdout
 
 
 def job_file(folder: Path, name: str, steps: int, step_seconds: float, sweep: Optional[str], x: float = 0.0,
              backend: str = "local") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    env = f'STEPS: "{steps}", STEP_SECONDS: "{step_seconds}"' + ("" if sweep else f', SUBM_PARAM_X: "{x}"')
+    env = f'STEPS: "{steps}", STEP_SECONDS: "{step_seconds}"'
+    # One job per trial: its x given as a sweep would (a role's env may not set SUBM_ names).
+    command = "python3 objective.py --print" if sweep else f"SUBM_PARAM_X={x} python3 objective.py --print"
     body = textwrap.dedent(f"""\
         name: {name}
         roles:
           worker:
-            command: python3 objective.py --print
+            command: {command}
             env: {{{env}}}
             resources: {{memory: 256M, vcores: 1}}
         files:
@@ -83,7 +88,7 @@ def run_sweep(folder: Path, env: Dict[str, str], args: argparse.Namespace, name:
     t0 = time.time()
     code, out = subm(["run", str(job), "--backend", args.backend, "--output", "json"], env)
     wall = time.time() - t0
-    report = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    report = json.loads(out)
     full = final_report(report["app_id"], env)
     return {"wall": wall, "report": report, "full": full, "code": code}
 
@@ -118,7 +123,7 @@ def separate_jobs(folder: Path, env: Dict[str, str], args: argparse.Namespace, a
         s = time.time()
         code, out = subm(["run", "-q", str(job), "--backend", args.backend], env)
         if code != 0:
-            log(f"{job.name} failed: {out[-400:]}")
+            raise SystemExit(f"{job.name} failed")
         return time.time() - s
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=at_once) as pool:
