@@ -4,8 +4,9 @@ time and reuses trial after trial (docs/sweeps.md).
 Where an ordinary job's AM (``master.py``) starts a gang and restarts it, a sweep has no gang:
 
 * **allocation**: while fewer containers are up than ``sweep.parallel`` (and than the trials
-  still to run, with those running), it asks for one more, passing the backend's admission
-  (:meth:`Containers.admit`) for that one container; it never waits for all of them;
+  still to run, with those running), it asks for one more once the last one asked for was
+  granted, passing the backend's admission (:meth:`Containers.admit`) for that one container;
+  it never waits for all of them;
 * **a container that registers** gets the next trial at once (:class:`~.sweep.Search` picks its
   parameters); **a trial that ends** (its exit, reported by the executor that stays) is told to
   the search and the same container gets the next trial in the same moment; a container with
@@ -33,13 +34,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional
 
 from ..plan import Plan, TaskPlan
-from ..report import Event, JobReport, TaskReport, Timings
-from ..states import Cause, JobState, Phase, TaskState, TrialState
+from ..report import Event, JobReport
+from ..states import Cause, JobState, Phase, TrialState
 from .containers import Containers
 from .diagnostics import quote_stderr
 from .job import MAX_EVENTS
 from .reporting import write_report
 from .supervision import HEARTBEAT_SECONDS
+from .sweep_reporting import sweep_report
 from .sweep import STUDY_FILE, Search, load_trials, save_trials, trial_env, value_of
 
 log = logging.getLogger("subm.am")
@@ -51,6 +53,9 @@ SNAPSHOT_SECONDS = 2.0
 ADMIT_EVERY_SECONDS = 2.0
 #: Containers in a row that end before their executor registers: the sweep cannot run.
 MAX_FAILED_LAUNCHES = 3
+#: How often the AM asks the cluster whether the container it asked for was granted (YARN: a call
+#: to skein), before asking for the next.
+GRANT_CHECK_SECONDS = 0.25
 
 
 @dataclass
@@ -102,6 +107,7 @@ class SweepMaster:
         self.timeouts = plan.job.timeouts
         self.heartbeat = min(HEARTBEAT_SECONDS, self.timeouts.lost_after_seconds / 3)
         self.not_before = 0.0
+        self.grant_checked = 0.0
         self.waiting_for = ""
         self.failed_launches = 0
         #: Executors whose containers go back now (the main loop kills them).
@@ -349,8 +355,11 @@ class SweepMaster:
             want = min(self.spec.parallel, running + self.search.remaining())
             if len(up) >= want or idle_or_coming >= self.search.remaining():
                 return
+            asked = [s.id for s in up if not s.registered]
             index = self.launched
             plan = replace(self.task, index=index)
+        if asked and not self._granted(asked, now):
+            return  # one container asked for at a time: the next once the cluster granted it
         verdict = self.containers.admit([plan], self.plan.job.placement)
         if not verdict.fits:
             with self.lock:
@@ -375,6 +384,13 @@ class SweepMaster:
                 self.phase = Phase.STARTING
             self.decide("asked for trial container %d (%s): %d up, %d trial(s) running, %d to start",
                         index, ex_id, len(up) + 1, running, self.search.remaining())
+
+    def _granted(self, asked: List[str], now: float) -> bool:
+        """Whether the cluster granted the containers asked for (asked at most every GRANT_CHECK_SECONDS)."""
+        if now < self.grant_checked + GRANT_CHECK_SECONDS:
+            return False
+        self.grant_checked = now
+        return self.containers.granted(asked)
 
     def _ended(self, ex_id: str, code: Optional[int], diagnostics: str, cause: Optional[Cause]) -> None:
         """A trial container is gone (its end polled, or its executor silent)."""
@@ -484,34 +500,7 @@ class SweepMaster:
     # -- report --------------------------------------------------------------------------------
     def report(self) -> JobReport:
         with self.lock:
-            end = self.finished_at or time.time()
-            tasks = tuple(TaskReport(
-                role=s.plan.role, index=s.plan.index, state=self._slot_state(s), host=s.host, address=s.address,
-                tracked=True, log=s.log, executor=s.id, command=self.task.command,
-                attempt=max(1, s.trials_run), **self.containers.details(s.id),
-            ) for s in self.slots.values())
-            sweep = self.search.report_of() if self.search is not None else None
-            return JobReport(
-                app_id=self.job_id, name=self.plan.job.name, framework=self.plan.job.framework,
-                backend=self.containers.name, user=self.user,
-                queue=self.plan.job.queue if self.containers.name == "yarn" else None,
-                submitted_at=round(self.submitted_at, 3), started_at=round(self.started_at, 3),
-                finished_at=round(self.finished_at, 3) if self.finished_at else None,
-                state=self.state if self.finishing else JobState.RUNNING, phase=self.phase, attempts=1,
-                diagnostics=self.diagnostics,
-                running=sum(1 for s in self.slots.values() if s.trial is not None), total=len(tasks), tasks=tasks,
-                timings=Timings(total_seconds=round(end - self.submitted_at, 3)), status_url=self.url,
-                events=tuple(self.events), final=self.phase == Phase.DONE,
-                waiting_for=self.waiting_for or None if not self.finishing else None, sweep=sweep)
-
-    def _slot_state(self, s: Slot) -> TaskState:
-        if s.trial is not None:
-            return TaskState.RUNNING
-        if s.released or (self.state == JobState.SUCCEEDED and s.registered):
-            return TaskState.SUCCEEDED
-        if not s.alive:
-            return TaskState.STOPPED if self.finishing else TaskState.FAILED
-        return TaskState.REGISTERED if s.registered else TaskState.PENDING
+            return sweep_report(self)
 
     def _write_report(self, report: Optional[JobReport] = None) -> None:
         if self.report_path:
