@@ -301,6 +301,22 @@ def plan_json(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> Dict[str, An
     return d
 
 
+def sweep_plan_lines(sw: Any) -> List[str]:
+    """What ``subm validate`` says of a sweep: its search, and what each trial gets."""
+    from .jobfile.sweep import param_variable
+
+    def shown(p: Any) -> str:
+        return f"{list(p.choices)}" if p.choices else f"{p.low:g}..{p.high:g}" + (" (log)" if p.log else "")
+
+    early = (f", early stop: {sw.early_stop.rule} (warmup {sw.early_stop.warmup_steps} steps, after "
+             f"{sw.early_stop.startup_trials} trials)" if sw.early_stop else "")
+    return [f"Sweep: {sw.trials} trials, {sw.parallel} at a time, {sw.algorithm}"
+            + (f" (seed {sw.seed})" if sw.seed is not None else "") + f", {sw.goal} {sw.metric}{early}; "
+            f"at most {sw.max_failed_trials} failed",
+            "  each trial gets SUBM_TRIAL and " + ", ".join(f"{param_variable(n)} ({shown(p)})"
+                                                          for n, p in sw.params.items())]
+
+
 def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
     job = plan.job
     r = job.restart
@@ -310,6 +326,8 @@ def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
              + (f", hang after {job.timeouts.hang_seconds} s without output" if job.timeouts.hang_seconds else "")]
     if job.files:
         lines.append("Files: " + ", ".join(f"{d} <- {s}" for d, s in job.files.items()))
+    if job.sweep is not None:
+        lines += sweep_plan_lines(job.sweep)
     for t in plan.tasks:
         res = t.resources
         lines.append(f"{t.id}  {'tracked' if t.tracked else 'untracked'}  {format_memory(res.memory_mb)}, "

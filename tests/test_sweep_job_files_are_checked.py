@@ -80,3 +80,15 @@ def test_subm_validate_refuses_a_bad_sweep_with_exit_2_naming_the_field(tmp_path
         """)
     code, out, err = cli("validate", str(job))
     assert code == 2 and "sweep.params.lr: expected low < high" in err
+
+
+def test_subm_validate_says_what_each_trial_gets(tmp_path):
+    job = write_job(tmp_path, """\
+        name: s
+        roles: {worker: {command: "python3 t.py --lr $SUBM_PARAM_LR"}}
+        sweep: {metric: loss, trials: 4, parallel: 2, params: {lr: {low: 0.001, high: 0.1, log: true}, n: [1, 2]}}
+        """)
+    code, out, err = cli("validate", str(job))
+    assert code == 0, err
+    assert "Sweep: 4 trials, 2 at a time, tpe" in out
+    assert "SUBM_TRIAL and SUBM_PARAM_LR (0.001..0.1 (log)), SUBM_PARAM_N ([1, 2])" in out
