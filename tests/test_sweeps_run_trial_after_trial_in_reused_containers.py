@@ -159,3 +159,29 @@ def test_status_and_history_show_the_trials_and_the_best(tmp_path):
     assert "TRIAL" in out and "VAL_LOSS" in out and "Best so far: trial" in out and "x=2" in out
     code, rows, _ = run_json("history", report["app_id"])
     assert [t["params"] for t in rows["trials"]] == [{"x": 1}, {"x": 2}] and rows["metric"] == "val_loss"
+
+
+@pytest.mark.torch
+def test_a_pytorch_sweep_trains_for_real_trial_after_trial_in_one_container(tmp_path):
+    pytest.importorskip("torch")
+    job = write_job(tmp_path, f"""\
+        name: torch-sweep
+        framework: pytorch
+        roles:
+          worker:
+            command: python3 sweep_torch.py
+            env: {{EPOCHS: "4"}}
+        files:
+          sweep_torch.py: {Path(__file__).parent / "programs" / "sweep_torch.py"}
+        sweep:
+          metric: val_loss
+          algorithm: grid
+          params:
+            lr: [0.0001, 0.1, 0.01]
+        """)
+    code, report, err = run_sweep(job)
+    assert code == 0 and report["state"] == "SUCCEEDED", err
+    assert len({t["container"] for t in report["trials"]}) == 1  # three trials, one process group each
+    assert report["best"]["params"] == {"lr": 0.1}
+    values = {t["params"]["lr"]: t["value"] for t in report["trials"]}
+    assert values[0.1] < values[0.01] < values[0.0001]
