@@ -66,10 +66,11 @@ def test_a_grid_takes_lists_and_runs_each_point_once_by_default():
                                   "params": {"a": [1, 2, 3], "b": ["x", "y"]}})["sweep.trials"]
 
 
-def test_a_trial_is_the_jobs_one_task():
-    found = problems({"metric": "m", "trials": 2, "params": {"a": [1, 2]}},
-                     roles={"worker": {"command": "x", "instances": 2}})
-    assert "one role with instances: 1" in found["sweep"]
+def test_a_trial_may_be_a_gang_of_several_tasks_but_runs_no_tensorboard():
+    s = spec({"metric": "m", "trials": 2, "params": {"a": [1, 2]}}, roles={"worker": {"command": "x", "instances": 2}})
+    assert s.roles["worker"].instances == 2
+    found = problems({"metric": "m", "trials": 2, "params": {"a": [1, 2]}}, tensorboard={})
+    assert "TensorBoard" in found["sweep"]
 
 
 def test_subm_validate_refuses_a_bad_sweep_with_exit_2_naming_the_field(tmp_path):

@@ -185,3 +185,73 @@ def test_a_pytorch_sweep_trains_for_real_trial_after_trial_in_one_container(tmp_
     assert report["best"]["params"] == {"lr": 0.1}
     values = {t["params"]["lr"]: t["value"] for t in report["trials"]}
     assert values[0.1] < values[0.01] < values[0.0001]
+
+
+GANG_TASK = """\
+    import json, os, sys, time
+    index, cluster = int(os.environ["SUBM_INDEX"]), json.loads(os.environ["SUBM_CLUSTER_SPEC"])
+    print(f"task {index} of trial {os.environ['SUBM_TRIAL']} sees {len(cluster['worker'])} workers", flush=True)
+    if index == 1 and os.environ["SUBM_PARAM_FAIL"] == "yes":
+        sys.exit("worker 1: told to fail")
+    if index == 0:
+        time.sleep(0.3)
+        print(f"val_loss={(float(os.environ['SUBM_PARAM_X']) - 2) ** 2}", flush=True)
+    else:
+        time.sleep(0.1)
+"""
+
+
+def test_a_trial_of_several_tasks_runs_as_a_gang_on_containers_it_reuses(tmp_path):
+    job = write_job(tmp_path, """\
+        name: gang-sweep
+        roles:
+          worker:
+            instances: 2
+            command: python3 task.py
+        files: {task.py: task.py}
+        timeouts: {stop_grace_seconds: 1}
+        sweep:
+          metric: val_loss
+          algorithm: grid
+          parallel: 1
+          max_failed_trials: 5
+          params:
+            x: [1, 2]
+            fail: ["yes", "no"]
+        """, {"task.py": GANG_TASK})
+    code, report, err = run_sweep(job)
+    assert code == 0 and report["state"] == "SUCCEEDED", err
+    by = {(t["params"]["x"], t["params"]["fail"]): t for t in report["trials"]}
+    assert by[(2, "no")]["value"] == 0 and report["best"]["params"] == {"x": 2, "fail": "no"}
+    failed = [t for t in report["trials"] if t["state"] == "FAILED"]
+    assert len(failed) == 2 and all("worker:1 exit code 1" in t["diagnostics"] for t in failed)
+    code, status, _ = run_json("status", report["app_id"])
+    assert len(status["tasks"]) == 2  # one gang of two containers took all four trials
+    home = Path(job).parent / "subm-home"
+    log = (job_dirs(home)[0] / "logs" / "worker-1.stdout").read_text()
+    assert "sees 2 workers" in log and "of trial 3 " in log
+
+
+@pytest.mark.torch
+def test_a_pytorch_gang_of_two_trains_each_trial_with_ddp(tmp_path):
+    pytest.importorskip("torch")
+    job = write_job(tmp_path, f"""\
+        name: torch-gang-sweep
+        framework: pytorch
+        roles:
+          worker:
+            instances: 2
+            command: python3 sweep_torch.py
+            env: {{EPOCHS: "3"}}
+        files:
+          sweep_torch.py: {Path(__file__).parent / "programs" / "sweep_torch.py"}
+        sweep:
+          metric: val_loss
+          algorithm: grid
+          params:
+            lr: [0.0001, 0.1]
+        """)
+    code, report, err = run_sweep(job)
+    assert code == 0 and report["state"] == "SUCCEEDED", err
+    assert report["best"]["params"] == {"lr": 0.1}
+    assert all(t["state"] == "SUCCEEDED" for t in report["trials"])

@@ -1,22 +1,26 @@
 """The ApplicationMaster of a sweep: one job runs every trial, on containers it asks for one at a
 time and reuses trial after trial (docs/sweeps.md).
 
-Where an ordinary job's AM (``master.py``) starts a gang and restarts it, a sweep has no gang:
+Where an ordinary job's AM (``master.py``) starts a gang and restarts it, a sweep runs groups of
+containers, one per task of the job (one, commonly; a gang for a job of several tasks), each
+group one trial at a time:
 
-* **allocation**: while fewer containers are up than ``sweep.parallel`` (and than the trials
-  still to run, with those running), it asks for one more once the last one asked for was
-  granted, passing the backend's admission (:meth:`Containers.admit`) for that one container;
-  it never waits for all of them;
-* **a container that registers** gets the next trial at once (:class:`~.sweep.Search` picks its
-  parameters); **a trial that ends** (its exit, reported by the executor that stays) is told to
-  the search and the same container gets the next trial in the same moment; a container with
-  nothing left to run is given back at once;
+* **allocation**: while fewer groups are up than ``sweep.parallel`` (and than the trials still
+  to run, with those running), it asks for one more once the last one asked for was granted,
+  passing the backend's admission (:meth:`Containers.admit`) for that group; it never waits
+  for all of them;
+* **a group whose containers registered** gets the next trial at once (:class:`~.sweep.Search`
+  picks its parameters); **a trial that ends** (every task's exit, reported by the executors
+  that stay; a failed task stops the rest of its gang) is told to the search and the same
+  containers get the next trial in the same moment; a group with nothing left to run is
+  given back at once;
 * **early stopping**: the lines a trial prints naming the metric come from its executor
   (``POST /v1/metric``); an intermediate value the rule finds too poor stops the trial
   (``stop``), which ends PRUNED;
 * **failures**: a failed trial is recorded with its diagnostics; the sweep fails once more than
   ``sweep.max_failed_trials`` have; a container the cluster took (preempted, node lost) costs
-  no failure: its trial's parameters run again;
+  no failure: its trial's parameters run again (the rest of its group goes back, a new group is
+  asked for);
 * **the study** (the trials so far) is saved to the job's shared folder at every change, and is in
   the report the AM rewrites on YARN: a new AM attempt goes on from it.
 
@@ -31,7 +35,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..plan import Plan, TaskPlan
 from ..report import Event, JobReport
@@ -58,24 +62,45 @@ MAX_FAILED_LAUNCHES = 3
 GRANT_CHECK_SECONDS = 0.25
 
 
+TaskKey = Tuple[str, int]
+
+
 @dataclass
 class Slot:
-    """A trial container: its executor, and the trial it runs now (None: none)."""
+    """A trial container: its executor, the task of the job it runs in each trial (``key``: its
+    role and index in the plan), and whether that task runs now."""
 
     id: str
     plan: TaskPlan
+    group: int
+    key: TaskKey
     alive: bool = True
     registered: bool = False
     released: bool = False
     address: Optional[str] = None
     host: Optional[str] = None
+    #: The trial its task runs now (None: none, or it has ended).
     trial: Optional[int] = None
-    #: The trial it was told to stop early (its end is then PRUNED).
-    pruning: Optional[int] = None
     trials_run: int = 0
     instructions: List[Dict[str, Any]] = field(default_factory=list)
     last_seen: float = field(default_factory=time.monotonic)
     log: str = ""
+
+
+@dataclass
+class Group:
+    """The containers that run one trial at a time: one per task of the job (one, commonly; a
+    gang for a job of several tasks), reused trial after trial."""
+
+    number: int
+    #: The job's task -> the executor (container) that runs it.
+    members: Dict[TaskKey, str]
+    trial: Optional[int] = None
+    #: The trial it was told to stop early (its end is then PRUNED).
+    pruning: Optional[int] = None
+    #: The current trial's first failure, in words ("" while none).
+    failing: str = ""
+    released: bool = False
 
 
 class SweepMaster:
@@ -94,10 +119,12 @@ class SweepMaster:
             self.user: Optional[str] = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         except (KeyError, OSError):
             self.user = None
-        self.task = plan.tasks[0]
+        #: The task whose command the trials' headers show (the first tracked one).
+        self.task = next((t for t in plan.tasks if t.tracked), plan.tasks[0])
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.slots: Dict[str, Slot] = {}
+        self.groups: Dict[int, Group] = {}
         self.launched = 0
         self.seq = 0
         self.events: List[Event] = []
@@ -142,10 +169,12 @@ class SweepMaster:
             return
         self.state, self.diagnostics, self.phase = state, diagnostics, Phase.FINISHING
         self.finished_at = time.time()
+        for group in self.groups.values():
+            if group.trial is not None and self.search is not None:
+                self.search.finish(group.trial, TrialState.STOPPED, diagnostics=f"the sweep ended: {state}")
+                group.trial = None
         for slot in self.slots.values():
-            if slot.trial is not None and self.search is not None:
-                self.search.finish(slot.trial, TrialState.STOPPED, diagnostics=f"the sweep ended: {state}")
-                slot.trial = None
+            slot.trial = None
             if slot.alive:
                 self.send(slot, "exit", code=0)
         self._save_study()
@@ -164,7 +193,7 @@ class SweepMaster:
             self.containers.registered(slot.id, info)
             slot.log = self.containers.log_location(slot.plan, slot.id)
             self.decide("container %s registered on %s", slot.id, slot.host)
-            self._next_trial(slot)
+            self._next_trial(self.groups[slot.group])
             return {"index": slot.plan.index, "attempt": 0, "heartbeat": self.heartbeat}
 
     def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
@@ -211,60 +240,85 @@ class SweepMaster:
             number = body.get("attempt")
             if slot is None or slot.trial is None or number != slot.trial or self.search is None:
                 return
-            self._intermediate(slot, number, [str(x) for x in body.get("lines") or ()])
+            self._intermediate(self.groups[slot.group], number, [str(x) for x in body.get("lines") or ()])
 
-    def _intermediate(self, slot: Slot, number: int, lines: List[str], may_stop: bool = True) -> None:
+    def _intermediate(self, group: Group, number: int, lines: List[str], may_stop: bool = True) -> None:
         """Record a running trial's intermediate values; stop it early where the rule says so
-        (``may_stop``: not for the last lines of a trial that has ended)."""
+        (``may_stop``: not for the last lines of a task that has ended)."""
         _, values = value_of(lines, self.spec.metric)
         for value, step in values:
-            if step is None or slot.pruning == number:
+            if step is None or group.pruning == number:
                 continue
-            if self.search.report(number, value, step) and may_stop:
-                slot.pruning = number
+            if self.search.report(number, value, step) and may_stop and not group.failing:
+                group.pruning = number
                 self.decide("trial %d stops early at step %d: %s=%g is worse than the median of earlier "
                             "trials at that step", number, step, self.spec.metric, value)
-                self.send(slot, "stop", attempt=number)
+                self._stop_running(group, number)
                 return
 
+    def _stop_running(self, group: Group, number: int, untracked_only: bool = False) -> None:
+        for ex_id in group.members.values():
+            slot = self.slots[ex_id]
+            if slot.trial == number and (not untracked_only or not slot.plan.tracked):
+                self.send(slot, "stop", attempt=number)
+
     def on_exit(self, body: Dict[str, Any]) -> None:
-        """A trial ended: recorded, and its container takes the next one at once."""
+        """A trial's task ended; once all of them have, the trial is recorded and its containers
+        take the next one at once."""
         with self.lock:
             slot = self.slots.get(str(body["executor"]))
             number = body.get("attempt")
             if slot is None or slot.trial is None or number != slot.trial or self.search is None:
                 return
-            lines = [str(x) for x in body.get("metric_lines") or ()]
-            self._intermediate(slot, number, lines, may_stop=False)
-            value, _ = value_of(lines, self.spec.metric)
-            record = self.search.trials[number]
-            value = value if value is not None else record.value
-            code, stopped = int(body["exit_code"]), bool(body.get("stopped"))
+            group = self.groups[slot.group]
             slot.trial = None
-            if slot.pruning == number:
-                rec = self.search.finish(number, TrialState.PRUNED, value,
-                                         f"stopped early at step {record.step}")
-            elif code == 0 and not stopped and value is not None:
-                rec = self.search.finish(number, TrialState.SUCCEEDED, value)
-            else:
-                if code == 0 and not stopped:
-                    why = (f"it exited with code 0 but printed no {self.spec.metric}=... line on its stdout "
-                           f"(see docs/sweeps.md)")
-                else:
-                    tail = body.get("stderr_tail")
-                    if not isinstance(tail, str) and code != 0 and not stopped:
-                        tail = self.containers.stderr_tail(slot.plan, slot.id)
-                    where = self.containers.stderr_location(slot.plan, slot.id) or str(body.get("stderr_log") or "")
-                    said = quote_stderr(tail).summary() if isinstance(tail, str) and tail else ""
-                    why = "; ".join(x for x in (f"exit code {code}", said, f"its stderr: {where}" if where else "") if x)
-                rec = self.search.finish(number, TrialState.FAILED, value, why)
-            self.decide("trial %d %s%s in %.1f s on %s%s", number, rec.state,
-                        f" ({self.spec.metric}={rec.value:g})" if rec.value is not None else "",
-                        rec.duration_seconds or 0, slot.id,
-                        f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "")
-            self._save_study()
-            if not self._check_done():
-                self._next_trial(slot)
+            lines = [str(x) for x in body.get("metric_lines") or ()]
+            self._intermediate(group, number, lines, may_stop=False)
+            value, _ = value_of(lines, self.spec.metric)
+            if value is not None:
+                self.search.trials[number] = replace(self.search.trials[number], value=value)
+            code, stopped = int(body["exit_code"]), bool(body.get("stopped"))
+            if code != 0 and not stopped and not group.failing and group.pruning != number:
+                tail = body.get("stderr_tail")
+                if not isinstance(tail, str):
+                    tail = self.containers.stderr_tail(slot.plan, slot.id)
+                where = self.containers.stderr_location(slot.plan, slot.id) or str(body.get("stderr_log") or "")
+                said = quote_stderr(tail).summary() if isinstance(tail, str) and tail else ""
+                who = f"{slot.plan.role}:{slot.key[1]} " if len(group.members) > 1 else ""
+                group.failing = "; ".join(x for x in (f"{who}exit code {code}", said,
+                                                      f"its stderr: {where}" if where else "") if x)
+                self._stop_running(group, number)  # the rest of its gang
+            elif code == 0 and not stopped and slot.plan.tracked:
+                tracked_left = [x for x in group.members.values()
+                                if self.slots[x].plan.tracked and self.slots[x].trial == number]
+                if not tracked_left:
+                    self._stop_running(group, number, untracked_only=True)
+            if any(self.slots[x].trial == number for x in group.members.values()):
+                return  # the rest of the trial's tasks are still ending
+            self._trial_ended(group, number, slot.id)
+
+    def _trial_ended(self, group: Group, number: int, where: str) -> None:
+        """Every task of the group's trial has ended: its verdict, then the next trial."""
+        record = self.search.trials[number]
+        group.trial = None
+        if group.pruning == number:
+            rec = self.search.finish(number, TrialState.PRUNED, record.value, f"stopped early at step {record.step}")
+        elif group.failing:
+            rec = self.search.finish(number, TrialState.FAILED, record.value, group.failing)
+        elif record.value is not None:
+            rec = self.search.finish(number, TrialState.SUCCEEDED, record.value)
+        else:
+            rec = self.search.finish(number, TrialState.FAILED, None,
+                                     f"it exited with code 0 but printed no {self.spec.metric}=... line on its "
+                                     f"stdout (see docs/sweeps.md)")
+        group.failing = ""
+        self.decide("trial %d %s%s in %.1f s on %s%s", number, rec.state,
+                    f" ({self.spec.metric}={rec.value:g})" if rec.value is not None else "",
+                    rec.duration_seconds or 0, where,
+                    f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "")
+        self._save_study()
+        if not self._check_done():
+            self._next_trial(group)
 
     def kill(self, why: str = "killed by request") -> None:
         with self.lock:
@@ -279,36 +333,51 @@ class SweepMaster:
                     lost_attempts, done)
 
     # -- trials --------------------------------------------------------------------------------
-    def _next_trial(self, slot: Slot) -> None:
-        """Give ``slot`` the next trial, or give it back if there is none (under the lock)."""
-        if self.finishing or self.search is None or not slot.registered:
+    def _next_trial(self, group: Group) -> None:
+        """Give ``group`` the next trial once all its containers registered, or give it back if
+        there is none (under the lock)."""
+        slots = [self.slots[x] for x in group.members.values()]
+        if self.finishing or self.search is None or group.released or group.trial is not None \
+                or not all(s.registered for s in slots):
             return
         if self.search.remaining() <= 0:
-            self._release(slot, "has no trial left to run: it goes back to the cluster")
+            self._release(group, "has no trial left to run: it goes back to the cluster")
             return
-        rec = self.search.ask(slot.id, slot.host)
-        slot.trial, slot.pruning = rec.number, None
-        slot.trials_run += 1
+        first = self.slots[group.members[(self.task.role, self.task.index)]]
+        rec = self.search.ask(first.id, first.host)
+        group.trial, group.pruning, group.failing = rec.number, None, ""
         self.phase = Phase.RUNNING
-        envs = self.plan.process_envs(self.task, {self.task.role: [slot.address]}, self.job_id, 0, self.shared_dir)
-        envs = [dict(e, **trial_env(rec.number, dict(rec.params))) for e in envs]
+        cluster = self.plan.cluster_spec({key: self.slots[x].address for key, x in group.members.items()})
         shown = " ".join(f"{k}={v}" for k, v in rec.params.items())
-        header = (f"[subm] job={self.job_id} trial={rec.number} {shown} container={slot.id} "
-                  f"command: {self.task.command}")
-        more = {"envs": envs} if len(envs) > 1 else {}
-        self.send(slot, "run", attempt=rec.number, command=self.task.command, env=envs[0], **more,
-                  hold_port=self.plan.framework.reuses_port, header=header, gpus=self.task.resources.gpus,
-                  metric=self.spec.metric)
-        log.info("trial %d (%s) starts in %s", rec.number, shown, slot.id)
+        for key, ex_id in group.members.items():
+            slot = self.slots[ex_id]
+            task = self.plan.task(*key)
+            envs = self.plan.process_envs(task, cluster, self.job_id, 0, self.shared_dir)
+            envs = [dict(e, **trial_env(rec.number, dict(rec.params))) for e in envs]
+            header = (f"[subm] job={self.job_id} trial={rec.number} {shown} task={task.id} container={slot.id} "
+                      f"command: {task.command}")
+            more = {"envs": envs} if len(envs) > 1 else {}
+            slot.trial = rec.number
+            slot.trials_run += 1
+            self.send(slot, "run", attempt=rec.number, command=task.command, env=envs[0], **more,
+                      hold_port=self.plan.framework.reuses_port, header=header, gpus=task.resources.gpus,
+                      metric=self.spec.metric)
+        log.info("trial %d (%s) starts in %s", rec.number, shown, ", ".join(group.members.values()))
         self._save_study()
 
-    def _release(self, slot: Slot, why: str) -> None:
-        if slot.released:
+    def _release(self, group: Group, why: str) -> None:
+        """Every container of ``group`` goes back to the cluster now."""
+        if group.released:
             return
-        slot.released = True
-        self.decide("container %s %s", slot.id, why)
-        self.send(slot, "exit", code=0)
-        self.to_release.append(slot.id)
+        group.released = True
+        ids = list(group.members.values())
+        self.decide("container%s %s %s", "s" if len(ids) > 1 else "", ", ".join(ids), why)
+        for ex_id in ids:
+            slot = self.slots[ex_id]
+            slot.released, slot.trial = True, None
+            if slot.alive:
+                self.send(slot, "exit", code=0)
+                self.to_release.append(ex_id)
 
     def _check_done(self) -> bool:
         """The verdict once too many trials failed, or every trial has ended (under the lock)."""
@@ -322,7 +391,7 @@ class SweepMaster:
                                          f"({self.spec.max_failed_trials}); the last, trial {last.number}: "
                                          f"{last.diagnostics}")
             return True
-        running = any(s.trial is not None for s in self.slots.values())
+        running = any(g.trial is not None for g in self.groups.values())
         if search.remaining() > 0 or running:
             return False
         best = search.best()
@@ -344,46 +413,57 @@ class SweepMaster:
 
     # -- containers ----------------------------------------------------------------------------
     def _allocate(self) -> None:
-        """One more container when fewer are up than the sweep can use now (main loop)."""
+        """One more group of containers when fewer are up than the sweep can use now (main loop)."""
         now = time.monotonic()
         with self.lock:
             if self.finishing or self.search is None or now < self.not_before:
                 return
-            up = [s for s in self.slots.values() if s.alive and not s.released]
-            running = sum(1 for s in up if s.trial is not None)
-            idle_or_coming = len(up) - running
+            up = [g for g in self.groups.values() if not g.released]
+            running = sum(1 for g in up if g.trial is not None)
+            coming = len(up) - running
             want = min(self.spec.parallel, running + self.search.remaining())
-            if len(up) >= want or idle_or_coming >= self.search.remaining():
+            if len(up) >= want or coming >= self.search.remaining():
                 return
-            asked = [s.id for s in up if not s.registered]
-            index = self.launched
-            plan = replace(self.task, index=index)
+            asked = [x for g in up for x in g.members.values() if not self.slots[x].registered]
+            number = len(self.groups)
+            # Each group's containers get indices of their own (logs, the GPU ledger's names).
+            plans = {(t.role, t.index): replace(t, index=number * self.plan.job.roles[t.role].instances + t.index)
+                     for t in self.plan.tasks}
         if asked and not self._granted(asked, now):
-            return  # one container asked for at a time: the next once the cluster granted it
-        verdict = self.containers.admit([plan], self.plan.job.placement)
+            return  # one group asked for at a time: the next once the cluster granted it
+        verdict = self.containers.admit(list(plans.values()), self.plan.job.placement)
         if not verdict.fits:
             with self.lock:
                 if verdict.why != self.waiting_for:
-                    self.decide("trial container %d waits: %s", index, verdict.why)
+                    self.decide("trial container%s %d waits: %s", "s" if len(plans) > 1 else "", number,
+                                verdict.why)
                 self.waiting_for, self.not_before = verdict.why, now + ADMIT_EVERY_SECONDS
             return
+        launched: Dict[TaskKey, str] = {}
         try:
-            ex_id = self.containers.launch(plan, self.executor_env(plan))
+            for key, plan in plans.items():
+                launched[key] = self.containers.launch(plan, self.executor_env(plan))
         except Exception as exc:
             log.exception("could not start a trial container")
+            for ex_id in launched.values():
+                self.containers.kill(ex_id)
             with self.lock:
                 self.not_before = now + ADMIT_EVERY_SECONDS
                 if not any(s.alive for s in self.slots.values()):
                     self.finish(JobState.FAILED, f"could not start a trial container: {exc}")
             return
         with self.lock:
-            self.launched += 1
+            self.launched += len(launched)
             self.waiting_for = ""
-            self.slots[ex_id] = Slot(ex_id, plan, log=self.containers.log_location(plan, ex_id))
+            self.groups[number] = Group(number, dict(launched))
+            for key, ex_id in launched.items():
+                self.slots[ex_id] = Slot(ex_id, plans[key], number, key,
+                                         log=self.containers.log_location(plans[key], ex_id))
             if self.phase == Phase.QUEUED:
                 self.phase = Phase.STARTING
-            self.decide("asked for trial container %d (%s): %d up, %d trial(s) running, %d to start",
-                        index, ex_id, len(up) + 1, running, self.search.remaining())
+            self.decide("asked for trial container%s %s: %d group(s) up, %d trial(s) running, %d to start",
+                        "s" if len(launched) > 1 else "", ", ".join(launched.values()), len(up) + 1, running,
+                        self.search.remaining())
 
     def _granted(self, asked: List[str], now: float) -> bool:
         """Whether the cluster granted the containers asked for (asked at most every GRANT_CHECK_SECONDS)."""
@@ -393,14 +473,16 @@ class SweepMaster:
         return self.containers.granted(asked)
 
     def _ended(self, ex_id: str, code: Optional[int], diagnostics: str, cause: Optional[Cause]) -> None:
-        """A trial container is gone (its end polled, or its executor silent)."""
+        """A trial container is gone (its end polled, or its executor silent): its group is
+        given back whole (a new one is asked for), its trial, if any, failed."""
         with self.lock:
             slot = self.slots.get(ex_id)
             if slot is None or not slot.alive:
                 return
             slot.alive = False
             self.changed.notify_all()
-            if slot.released or self.finishing:
+            group = self.groups[slot.group]
+            if slot.released or group.released or self.finishing:
                 return
             said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
             if not slot.registered:
@@ -410,13 +492,15 @@ class SweepMaster:
                 if self.failed_launches >= MAX_FAILED_LAUNCHES:
                     self.finish(JobState.FAILED, f"{self.failed_launches} trial containers in a row ended before "
                                                  f"their executor registered; the last: {said}")
-                return
-            if slot.trial is not None and self.search is not None:
+                    return
+            number = group.trial
+            self._release(group, f"went back: {ex_id} is gone")
+            if number is not None and self.search is not None:
+                group.trial = None
                 taken = cause is not None and cause.is_cluster
-                rec = self.search.finish(slot.trial, TrialState.FAILED,
+                rec = self.search.finish(number, TrialState.FAILED,
                                          diagnostics=f"its container {ex_id} ended ({said or 'exit code unknown'})",
                                          requeue=taken)
-                slot.trial = None
                 self.decide("trial %d failed: %s%s", rec.number, rec.diagnostics,
                             "; its parameters run again" if taken else "", level=logging.WARNING)
                 self._save_study()

@@ -40,6 +40,8 @@ def slot_state(am: "SweepMaster", s: "Slot") -> TaskState:
     """A container's state as a task's: running a trial, given back (done), or gone."""
     if s.trial is not None:
         return TaskState.RUNNING
+    if s.released and not s.registered:
+        return TaskState.STOPPED
     if s.released or (am.state == JobState.SUCCEEDED and s.registered):
         return TaskState.SUCCEEDED
     if not s.alive:

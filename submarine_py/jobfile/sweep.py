@@ -162,12 +162,7 @@ def _param(b: "Builder", raw: Any, path: str) -> Optional[ParamSpec]:
 
 def task_problem(roles: Mapping[str, RoleSpec], spec: JobSpec) -> Optional[str]:
     """Why the job's tasks cannot be a sweep's trial (None: they can): each trial runs the job's
-    one task, in a container of its own that takes trial after trial."""
-    tasks = sum(r.instances for r in roles.values())
+    tasks (one, or a gang of several) on containers that take trial after trial."""
     if spec.tensorboard is not None:
         return "a sweep runs no TensorBoard task; remove the tensorboard field (trials may still write logs)"
-    if tasks != 1:
-        listed = ", ".join(f"{n} ({r.instances})" for n, r in roles.items())
-        return (f"each trial runs the job's one task, in a container that takes trial after trial; the job "
-                f"has {tasks} tasks ({listed}): give it one role with instances: 1")
     return None
