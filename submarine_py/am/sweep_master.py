@@ -34,8 +34,8 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import replace
+from typing import Any, Dict, List, Optional
 
 from ..plan import Plan, TaskPlan
 from ..report import Event, JobReport
@@ -45,6 +45,7 @@ from .diagnostics import quote_stderr
 from .job import MAX_EVENTS
 from .reporting import write_report
 from .supervision import HEARTBEAT_SECONDS
+from .sweep_records import Group, Slot, TaskKey
 from .sweep_reporting import sweep_report
 from .sweep import STUDY_FILE, Search, load_trials, save_trials, trial_env, value_of
 
@@ -60,47 +61,6 @@ MAX_FAILED_LAUNCHES = 3
 #: How often the AM asks the cluster whether the container it asked for was granted (YARN: a call
 #: to skein), before asking for the next.
 GRANT_CHECK_SECONDS = 0.25
-
-
-TaskKey = Tuple[str, int]
-
-
-@dataclass
-class Slot:
-    """A trial container: its executor, the task of the job it runs in each trial (``key``: its
-    role and index in the plan), and whether that task runs now."""
-
-    id: str
-    plan: TaskPlan
-    group: int
-    key: TaskKey
-    alive: bool = True
-    registered: bool = False
-    released: bool = False
-    address: Optional[str] = None
-    host: Optional[str] = None
-    #: The trial its task runs now (None: none, or it has ended).
-    trial: Optional[int] = None
-    trials_run: int = 0
-    instructions: List[Dict[str, Any]] = field(default_factory=list)
-    last_seen: float = field(default_factory=time.monotonic)
-    log: str = ""
-
-
-@dataclass
-class Group:
-    """The containers that run one trial at a time: one per task of the job (one, commonly; a
-    gang for a job of several tasks), reused trial after trial."""
-
-    number: int
-    #: The job's task -> the executor (container) that runs it.
-    members: Dict[TaskKey, str]
-    trial: Optional[int] = None
-    #: The trial it was told to stop early (its end is then PRUNED).
-    pruning: Optional[int] = None
-    #: The current trial's first failure, in words ("" while none).
-    failing: str = ""
-    released: bool = False
 
 
 class SweepMaster:
