@@ -79,7 +79,8 @@ def final_report(app_id: str, env: Dict[str, str]) -> Dict[str, Any]:
     if app_id.startswith("local_"):
         return json.loads((Path(env["SUBM_HOME"]) / "local" / app_id / "report.json").read_text())
     code, out = subm(["status", app_id, "--output", "json"], env)
-    return json.loads(out)
+    public = json.loads(out)
+    return {**public, "sweep": {"trials": public["trials"]}}
 
 
 def run_sweep(folder: Path, env: Dict[str, str], args: argparse.Namespace, name: str, sweep: str,

@@ -336,7 +336,8 @@ class JobReport:
         if self.sweep is not None:
             out["metric"], out["goal"] = self.sweep.metric, self.sweep.goal
             out["trials"] = [{"number": t.number, "params": dict(t.params), "state": t.state.value, "value": t.value,
-                              "container": t.container, "host": t.host, "duration_seconds": t.duration_seconds,
+                              "container": t.container, "host": t.host, "started_at": t.started_at,
+                              "duration_seconds": t.duration_seconds,
                               "diagnostics": t.diagnostics} for t in self.sweep.trials]
             out["best"] = best_of(self.sweep.best) if self.sweep.best else None
         return out
