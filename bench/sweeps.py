@@ -148,6 +148,8 @@ def main() -> int:
     ap.add_argument("--es-trials", type=int, default=24)
     ap.add_argument("--backend", default="local")
     ap.add_argument("--skip-separate", action="store_true")
+    ap.add_argument("--skip-all-at-once", action="store_true", help="separate jobs only P at a time (a small rig)")
+    ap.add_argument("--skip-early-stop", action="store_true")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="subm-bench-sweeps-"))
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -174,12 +176,13 @@ def main() -> int:
     print(f"  gap between trials in one container: median {1000 * f['gap_median']:.0f} ms, "
           f"max {1000 * f['gap_max']:.0f} ms")
     if not args.skip_separate:
-        for at_once, what in ((args.trials, "all at once"), (args.parallel, f"{args.parallel} at a time")):
+        ways = [(args.trials, "all at once"), (args.parallel, f"{args.parallel} at a time")]
+        for at_once, what in ways[1:] if args.skip_all_at_once else ways:
             s = separate_jobs(folder / f"separate-{at_once}", env, args, at_once)
             print(f"{args.trials} separate jobs, {what}: wall {s['wall']:.1f} s (job median {s['job_median']:.1f} s); "
                   f"busy {100 * s['busy_of_wall']:.0f}% of {min(at_once, args.parallel)} slots x wall")
 
-    for algorithm in ("random", "tpe"):
+    for algorithm in () if args.skip_early_stop else ("random", "tpe"):
         rows = {}
         for label, extra in (("no stopping", ""), ("median stopping", "early_stop: {rule: median, warmup_steps: 2, "
                                                                       "startup_trials: 4}\n")):
