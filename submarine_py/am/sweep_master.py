@@ -58,6 +58,8 @@ SNAPSHOT_SECONDS = 2.0
 ADMIT_EVERY_SECONDS = 2.0
 #: Containers in a row that end before their executor registers: the sweep cannot run.
 MAX_FAILED_LAUNCHES = 3
+#: How long a registration waits for the main loop to record the container it launched.
+REGISTER_WAIT_SECONDS = 5.0
 #: How often the AM asks the cluster whether the container it asked for was granted (YARN: a call
 #: to skein), before asking for the next.
 GRANT_CHECK_SECONDS = 0.25
@@ -143,6 +145,10 @@ class SweepMaster:
     # -- executor calls (server.py) -------------------------------------------------------------
     def on_register(self, body: Dict[str, Any]) -> Dict[str, Any]:
         with self.lock:
+            # An executor may call before the main loop has recorded the container it launched.
+            deadline = time.monotonic() + REGISTER_WAIT_SECONDS
+            while str(body["executor"]) not in self.slots and time.monotonic() < deadline:
+                self.changed.wait(timeout=0.05)
             slot = self.slots.get(str(body["executor"]))
             if slot is None or not slot.alive or self.finishing or slot.released:
                 return {"index": None}
@@ -419,6 +425,7 @@ class SweepMaster:
             for key, ex_id in launched.items():
                 self.slots[ex_id] = Slot(ex_id, plans[key], number, key,
                                          log=self.containers.log_location(plans[key], ex_id))
+            self.changed.notify_all()
             if self.phase == Phase.QUEUED:
                 self.phase = Phase.STARTING
             self.decide("asked for trial container%s %s: %d group(s) up, %d trial(s) running, %d to start",
