@@ -6,9 +6,10 @@ containers, one per task of the job (one, commonly; a gang for a job of several 
 group one trial at a time:
 
 * **allocation**: while fewer groups are up than ``sweep.parallel`` (and than the trials still
-  to run, with those running), it asks for one more once the last one asked for was granted,
-  passing the backend's admission (:meth:`Containers.admit`) for that group; it never waits
-  for all of them;
+  to run, with those running), it asks for one more each round of its main loop, passing the
+  backend's admission (:meth:`Containers.admit`) for that group; it never waits for any of
+  them to be granted (YARN takes seconds to start each: asking one only once the last one
+  came would start the pool one container every few seconds);
 * **a group whose containers registered** gets the next trial at once (:class:`~.sweep.Search`
   picks its parameters); **a trial that ends** (every task's exit, reported by the executors
   that stay; a failed task stops the rest of its gang) is told to the search and the same
@@ -60,9 +61,6 @@ ADMIT_EVERY_SECONDS = 2.0
 MAX_FAILED_LAUNCHES = 3
 #: How long a registration waits for the main loop to record the container it launched.
 REGISTER_WAIT_SECONDS = 5.0
-#: How often the AM asks the cluster whether the container it asked for was granted (YARN: a call
-#: to skein), before asking for the next.
-GRANT_CHECK_SECONDS = 0.25
 
 
 class SweepMaster:
@@ -96,7 +94,6 @@ class SweepMaster:
         self.timeouts = plan.job.timeouts
         self.heartbeat = min(HEARTBEAT_SECONDS, self.timeouts.lost_after_seconds / 3)
         self.not_before = 0.0
-        self.grant_checked = 0.0
         self.waiting_for = ""
         self.failed_launches = 0
         #: Executors whose containers go back now (the main loop kills them).
@@ -156,6 +153,7 @@ class SweepMaster:
             slot.host, slot.registered = str(body["host"]), True
             self.failed_launches = 0
             info = {"container": body.get("container"), "node_http": body.get("node_http")}
+            slot.container = str(body.get("container") or "") or None
             self.containers.registered(slot.id, info)
             slot.log = self.containers.log_location(slot.plan, slot.id)
             self.decide("container %s registered on %s", slot.id, slot.host)
@@ -310,7 +308,7 @@ class SweepMaster:
             self._release(group, "has no trial left to run: it goes back to the cluster")
             return
         first = self.slots[group.members[(self.task.role, self.task.index)]]
-        rec = self.search.ask(first.id, first.host)
+        rec = self.search.ask(first.container or first.id, first.host)
         group.trial, group.pruning, group.failing = rec.number, None, ""
         self.phase = Phase.RUNNING
         cluster = self.plan.cluster_spec({key: self.slots[x].address for key, x in group.members.items()})
@@ -390,13 +388,10 @@ class SweepMaster:
             want = min(self.spec.parallel, running + self.search.remaining())
             if len(up) >= want or coming >= self.search.remaining():
                 return
-            asked = [x for g in up for x in g.members.values() if not self.slots[x].registered]
             number = len(self.groups)
             # Each group's containers get indices of their own (logs, the GPU ledger's names).
             plans = {(t.role, t.index): replace(t, index=number * self.plan.job.roles[t.role].instances + t.index)
                      for t in self.plan.tasks}
-        if asked and not self._granted(asked, now):
-            return  # one group asked for at a time: the next once the cluster granted it
         verdict = self.containers.admit(list(plans.values()), self.plan.job.placement)
         if not verdict.fits:
             with self.lock:
@@ -431,13 +426,6 @@ class SweepMaster:
             self.decide("asked for trial container%s %s: %d group(s) up, %d trial(s) running, %d to start",
                         "s" if len(launched) > 1 else "", ", ".join(launched.values()), len(up) + 1, running,
                         self.search.remaining())
-
-    def _granted(self, asked: List[str], now: float) -> bool:
-        """Whether the cluster granted the containers asked for (asked at most every GRANT_CHECK_SECONDS)."""
-        if now < self.grant_checked + GRANT_CHECK_SECONDS:
-            return False
-        self.grant_checked = now
-        return self.containers.granted(asked)
 
     def _ended(self, ex_id: str, code: Optional[int], diagnostics: str, cause: Optional[Cause]) -> None:
         """A trial container is gone (its end polled, or its executor silent): its group is

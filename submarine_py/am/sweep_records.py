@@ -31,6 +31,8 @@ class Slot:
     instructions: List[Dict[str, Any]] = field(default_factory=list)
     last_seen: float = field(default_factory=time.monotonic)
     log: str = ""
+    #: The cluster's name of its container (YARN's container id), as its executor registered it.
+    container: Optional[str] = None
 
 
 @dataclass
