@@ -78,3 +78,71 @@ def test_with_fewer_gpus_free_than_parallel_the_sweep_runs_on_what_it_gets(tmp_p
         skip_without_yarn(f"needs at least 2 free GPUs, the cluster has {have}")
     report = sweep(tmp_path, "sweep-fewer", trials=2 * have + 2, parallel=have + 2)
     assert len(containers(report)) <= have  # it ran on what it got, and finished
+
+
+def am_pids(app_id: str) -> List[int]:
+    """The Python AM's process (on this machine's rig): cwd in the AM container, running am_main."""
+    import os
+
+    attempts = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}/appattempts", timeout=10).json()
+    container = attempts["appAttempts"]["appAttempt"][-1]["containerId"]
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd").endswith(container) \
+                    and b"am_main" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_new_am_attempt_goes_on_from_the_trials_so_far(tmp_path):
+    import os
+    import signal
+    import time
+
+    job = write_job(tmp_path, f"""\
+        name: sweep-am-loss
+        roles:
+          worker:
+            command: python3 objective.py --print
+            env: {{STEPS: "10", STEP_SECONDS: "0.2"}}
+            resources: {{memory: 256 MiB, vcores: 1}}
+        files:
+          objective.py: {OBJECTIVE}
+        sweep:
+          metric: val_loss
+          algorithm: grid
+          parallel: 2
+          params:
+            x: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+        """)
+    rc, started, err = run_json("run", str(job), "--backend", "yarn", "--detach", env=YARN)
+    assert rc == 0, err
+    app_id = started["app_id"]
+    deadline = time.monotonic() + 240
+    before: Dict = {}
+    while time.monotonic() < deadline:
+        now = run_json("status", app_id, env=YARN)[1]
+        done = [t for t in now.get("trials") or [] if t["state"] == "SUCCEEDED"]
+        if len(done) >= 3:
+            before = {t["number"]: t for t in done}
+            break
+        time.sleep(1)
+    assert before, "three trials never succeeded"
+    pids = am_pids(app_id)
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    rc, report, err = run_json("wait", app_id, "--timeout", "400", timeout=420, env=YARN)
+    assert report["state"] == "SUCCEEDED", err[-3000:]
+    after = {t["number"]: t for t in report["trials"]}
+    for number, t in before.items():  # what the first AM finished is kept as it was
+        assert after[number]["params"] == t["params"] and after[number]["value"] == t["value"]
+    succeeded = sorted(t["params"]["x"] for t in report["trials"] if t["state"] == "SUCCEEDED")
+    assert succeeded == list(range(10))  # every grid point once, trials lost with the AM run again
+    assert report["best"]["params"] == {"x": 2}
+    attempts = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}/appattempts", timeout=10).json()
+    assert len(attempts["appAttempts"]["appAttempt"]) == 2  # YARN started a second AM
+    code, out, _ = subm("logs", app_id, env=YARN, timeout=120)
+    assert "going on with the sweep after 1 lost ApplicationMaster attempt(s)" in out

@@ -369,6 +369,10 @@ class SweepMaster:
         return True
 
     def _save_study(self) -> None:
+        """The trials so far where a new AM attempt finds them: the study file in the shared
+        folder, and the report file (YARN: a new attempt reads it from this one's log)."""
+        if self.snapshots and self.search is not None:
+            self._write_report()
         if self.study_path and self.search is not None:
             try:
                 save_trials(self.study_path, [self.search.trials[n] for n in sorted(self.search.trials)])
@@ -436,8 +440,8 @@ class SweepMaster:
                 return
             slot.alive = False
             self.changed.notify_all()
-            group = self.groups[slot.group]
-            if slot.released or group.released or self.finishing:
+            group = self.groups.get(slot.group)
+            if group is None or slot.released or group.released or self.finishing:
                 return
             said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
             if not slot.registered:
