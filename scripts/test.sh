@@ -9,7 +9,7 @@
 #
 # Steps:
 #   1. .venv (scripts/venv.sh: `python3 -m venv`, python3-venv from apt-get when missing), then
-#      pip install -e '.[test,yarn,torch]' into it, skipped when already done
+#      pip install -e '.[test,yarn,torch,sweep]' into it, skipped when already done
 #   2. the tensorflow extra (tensorflow-cpu, tensorboard), only when either is missing from the venv
 #   3. a Docker daemon and the test image localhost/subm-test:bookworm; without them the
 #      docker tests skip
@@ -27,7 +27,7 @@ say() { echo "test.sh: $*" >&2; }
 
 # Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
 . scripts/venv.sh
-subm_venv 'test,yarn,torch' || { say "cannot set up the virtualenv"; exit 1; }
+subm_venv 'test,yarn,torch,sweep' || { say "cannot set up the virtualenv"; exit 1; }
 
 if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \
         >/dev/null 2>&1; then

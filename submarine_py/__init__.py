@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .client import (Job, Prepared, cluster, jobs, kill, load, logs, prepare, run, status, submit, wait,
                          write_logs)
     from .report import JobReport, TaskReport
+    from .metrics import report_metric
     from .states import JobState, TaskState
 
 __version__ = "0.1.0"
@@ -22,12 +23,14 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendError", "Job", "JobNotFoundError", "JobReport", "JobState", "Prepared", "SpecError", "SubmarineError",
     "TaskReport", "TaskState", "WaitTimeout", "__version__", "cluster", "jobs", "kill", "load", "logs", "prepare",
-    "run", "status", "submit", "wait", "write_logs",
+    "report_metric", "run", "status", "submit", "wait", "write_logs",
 ]
 #: Name -> the module it comes from, imported on first use.
 _LAZY = {**{name: "client" for name in ("Job", "Prepared", "cluster", "jobs", "kill", "load", "logs", "prepare",
                                         "run", "status", "submit", "wait", "write_logs")},
-         "JobReport": "report", "TaskReport": "report", "JobState": "states", "TaskState": "states"}
+         "JobReport": "report", "TaskReport": "report", "JobState": "states", "TaskState": "states",
+         # For a sweep's trials: prints ``name=value step=N`` (standard library only).
+         "report_metric": "metrics"}
 
 
 def __getattr__(name: str) -> Any:

@@ -55,6 +55,10 @@ def _schema():
                       ("state", pa.string()), ("exit_code", pa.int64()), ("restarts", pa.int64()),
                       ("tracked", pa.bool_()), ("gpu", gpu), ("cause", pa.string())])
     restarts = pa.struct([(cause.value, pa.int64()) for cause in Cause])
+    # A sweep's trials, one row each (params as JSON text: their names and types are the job's).
+    trial = pa.struct([("number", pa.int64()), ("params", pa.string()), ("state", pa.string()),
+                       ("value", pa.float64()), ("step", pa.int64()), ("container", pa.string()),
+                       ("host", pa.string()), ("duration_seconds", pa.float64()), ("diagnostics", pa.string())])
     return pa.schema([
         ("app_id", pa.string()), ("name", pa.string()), ("user", pa.string()), ("queue", pa.string()),
         ("framework", pa.string()), ("backend", pa.string()), ("state", pa.string()),
@@ -65,6 +69,8 @@ def _schema():
         ("spec", pa.string()), ("recorded_at", ts),
         # Its restarts by cause: the program's (failed, hung), the cluster's (preempted, node_lost).
         ("restarts_by_cause", restarts),
+        # A sweep's trials (null for other jobs) and its metric.
+        ("trials", pa.list_(trial)), ("metric", pa.string()),
     ])
 
 
@@ -111,6 +117,12 @@ def record_of(report: JobReport) -> Dict[str, Any]:
         "spec": None if report.spec is None else json.dumps(report.spec, sort_keys=True),
         "recorded_at": dt.datetime.now(dt.timezone.utc),
         "restarts_by_cause": restart_counts(report.restarts_by_cause),
+        "trials": None if report.sweep is None else [
+            {"number": t.number, "params": json.dumps(dict(t.params), sort_keys=True), "state": t.state.value,
+             "value": t.value, "step": t.step, "container": t.container, "host": t.host,
+             "duration_seconds": t.duration_seconds, "diagnostics": t.diagnostics or None}
+            for t in report.sweep.trials],
+        "metric": report.sweep.metric if report.sweep is not None else None,
     }
 
 

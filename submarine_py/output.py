@@ -5,8 +5,8 @@ import json
 from typing import Any, Dict, List, Sequence, Tuple
 
 from .plan import Plan
-from .report import Event, JobReport, restart_counts
-from .states import Cause, JobState, Phase, TaskState
+from .report import Event, JobReport, SweepReport, restart_counts
+from .states import Cause, JobState, Phase, TaskState, TrialState
 from .units import format_memory
 
 #: A running task silent for this share of timeouts.hang_seconds is named under its table.
@@ -81,6 +81,8 @@ def format_report(report: JobReport) -> str:
             if hang and task.quiet_seconds is not None and task.quiet_seconds >= hang * QUIET_SHOWN_SHARE:
                 lines.append(f"  ! {task.id} quiet for {task.quiet_seconds:.0f} s of {hang} "
                              f"(timeouts.hang_seconds: then it is stopped as hung)")
+    if report.sweep is not None:
+        lines += format_trials(report.sweep)
     counts = restart_counts(report.restarts_by_cause)
     if any(counts.values()):
         lines.append(f"Restarts: {causes_words(counts)} (the cluster's faults spend no max_restarts)"
@@ -89,6 +91,37 @@ def format_report(report: JobReport) -> str:
     if report.diagnostics:
         lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)
+
+
+def _param_words(params: Dict[str, Any]) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+def format_trials(sweep: SweepReport) -> List[str]:
+    """A sweep's trials (number, params, state, value, container, duration) and the best so far."""
+    rows = [["TRIAL", "PARAMS", "STATE", sweep.metric.upper(), "STEP", "CONTAINER", "DURATION"]]
+    for t in sweep.trials:
+        rows.append([str(t.number), _param_words(t.params), t.state.value,
+                     "" if t.value is None else f"{t.value:.6g}", "" if t.step is None else str(t.step),
+                     t.container or "", _seconds(t.duration_seconds) if t.duration_seconds is not None else "-"])
+    done = sum(1 for t in sweep.trials if t.state != TrialState.RUNNING)
+    lines = [f"Sweep: {done} of {sweep.planned} trials ended, {sweep.metric} to {sweep.goal}"]
+    lines += _table(rows)
+    for t in sweep.trials:
+        if t.state == TrialState.FAILED and t.diagnostics:
+            lines.append(f"  ! trial {t.number}: {t.diagnostics}")
+    if sweep.best is not None:
+        lines.append(f"Best so far: trial {sweep.best.number}, {sweep.metric}={sweep.best.value:.6g} "
+                     f"with {_param_words(sweep.best.params)}")
+    return lines
+
+
+def sweep_progress(sweep: SweepReport) -> str:
+    """A sweep's progress in a few words: trials ended and running, the best so far."""
+    ended = sum(1 for t in sweep.trials if t.state != TrialState.RUNNING)
+    running = len(sweep.trials) - ended
+    best = f", best {sweep.metric}={sweep.best.value:.6g} (trial {sweep.best.number})" if sweep.best else ""
+    return f"sweep: {ended}/{sweep.planned} trials ended, {running} running{best}"
 
 
 def task_state_words(state: Any, cause: Any) -> str:
@@ -127,6 +160,8 @@ def history_json(row: Dict[str, Any], with_spec: bool = False) -> Dict[str, Any]
     out = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items() if k != "spec"}
     if with_spec:
         out["spec"] = json.loads(row["spec"]) if row.get("spec") else None
+    if row.get("trials"):  # a sweep's: each trial's params as an object
+        out["trials"] = [dict(t, params=json.loads(t["params"]) if t.get("params") else {}) for t in row["trials"]]
     return out
 
 
@@ -178,6 +213,16 @@ def format_history_job(r: Dict[str, Any]) -> str:
                          restarts_cell(t.get("restarts"), t.get("restarts_by_cause")),
                          str(t.get("host") or "")] + gpu_cells(t.get("gpu")))
         lines += _table(rows)
+    trials = r.get("trials") or []
+    if trials:
+        metric = str(r.get("metric") or "value")
+        rows = [["TRIAL", "PARAMS", "STATE", metric.upper(), "CONTAINER", "DURATION"]]
+        for t in trials:
+            params = json.loads(t["params"]) if t.get("params") else {}
+            rows.append([str(t.get("number")), _param_words(params), str(t.get("state")),
+                         "" if t.get("value") is None else f"{t['value']:.6g}", str(t.get("container") or ""),
+                         _seconds(t.get("duration_seconds"))])
+        lines += _table(rows)
     if r.get("diagnostics"):
         lines.append(f"Diagnostics: {r['diagnostics']}")
     if r.get("spec"):
@@ -214,6 +259,8 @@ def format_progress(report: JobReport, elapsed: float) -> str:
         if state.is_terminal():
             return f"{at} job {state}"
         return f"{at} {state}: the ApplicationMaster does not answer"
+    if report.sweep is not None and report.phase != Phase.QUEUED:
+        return f"{at} {sweep_progress(report.sweep)}" + (f"; job {state}" if state.is_terminal() else "")
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
     if report.phase == Phase.QUEUED and not state.is_terminal():
@@ -254,6 +301,22 @@ def plan_json(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> Dict[str, An
     return d
 
 
+def sweep_plan_lines(sw: Any) -> List[str]:
+    """What ``subm validate`` says of a sweep: its search, and what each trial gets."""
+    from .jobfile.sweep import param_variable
+
+    def shown(p: Any) -> str:
+        return f"{list(p.choices)}" if p.choices else f"{p.low:g}..{p.high:g}" + (" (log)" if p.log else "")
+
+    early = (f", early stop: {sw.early_stop.rule} (warmup {sw.early_stop.warmup_steps} steps, after "
+             f"{sw.early_stop.startup_trials} trials)" if sw.early_stop else "")
+    return [f"Sweep: {sw.trials} trials, {sw.parallel} at a time, {sw.algorithm}"
+            + (f" (seed {sw.seed})" if sw.seed is not None else "") + f", {sw.goal} {sw.metric}{early}; "
+            f"at most {sw.max_failed_trials} failed",
+            "  each trial gets SUBM_TRIAL and " + ", ".join(f"{param_variable(n)} ({shown(p)})"
+                                                          for n, p in sw.params.items())]
+
+
 def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
     job = plan.job
     r = job.restart
@@ -263,6 +326,8 @@ def format_plan(plan: Plan, envs: Dict[str, List[Dict[str, str]]]) -> str:
              + (f", hang after {job.timeouts.hang_seconds} s without output" if job.timeouts.hang_seconds else "")]
     if job.files:
         lines.append("Files: " + ", ".join(f"{d} <- {s}" for d, s in job.files.items()))
+    if job.sweep is not None:
+        lines += sweep_plan_lines(job.sweep)
     for t in plan.tasks:
         res = t.resources
         lines.append(f"{t.id}  {'tracked' if t.tracked else 'untracked'}  {format_memory(res.memory_mb)}, "

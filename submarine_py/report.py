@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .states import Cause, JobState, Phase, TaskState
+from .states import Cause, JobState, Phase, TaskState, TrialState
 
-__all__ = ["Event", "GpuSummary", "JobReport", "TaskReport", "Timings", "replace"]
+__all__ = ["Event", "GpuSummary", "JobReport", "SweepReport", "TaskReport", "Timings", "TrialReport", "replace"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,75 @@ class TaskReport:
 
 
 @dataclass(frozen=True)
+class TrialReport:
+    """One trial of a sweep: its parameters, where it ran, how it ended."""
+
+    number: int
+    params: Mapping[str, Any]
+    state: TrialState = TrialState.RUNNING
+    #: Its result (the last value of the metric it printed); a pruned trial's last intermediate one.
+    value: Optional[float] = None
+    #: The last step it reported (an intermediate value's ``step=N``), if any.
+    step: Optional[int] = None
+    #: The container (executor) that ran it, and its host.
+    container: Optional[str] = None
+    host: Optional[str] = None
+    started_at: Optional[float] = None
+    duration_seconds: Optional[float] = None
+    #: Why it failed (exit code, the error in its stderr), or why it was stopped.
+    diagnostics: str = ""
+    #: Its intermediate values by step (what early stopping weighed; a resumed sweep replays them).
+    intermediate: Mapping[int, float] = field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["state"], d["params"] = self.state.value, dict(self.params)
+        d["intermediate"] = {str(k): v for k, v in self.intermediate.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrialReport":
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        kw["state"] = TrialState(kw.get("state") or TrialState.RUNNING)
+        kw["params"] = dict(kw.get("params") or {})
+        kw["intermediate"] = {int(k): float(v) for k, v in (kw.get("intermediate") or {}).items()}
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """A sweep's trials so far and the best of them (``best``: None until one succeeded)."""
+
+    metric: str
+    goal: str
+    trials: Tuple[TrialReport, ...] = ()
+    best: Optional[TrialReport] = None
+    #: Trials the sweep runs in all.
+    planned: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"metric": self.metric, "goal": self.goal, "planned": self.planned,
+                "trials": [t.to_dict() for t in self.trials],
+                "best": best_of(self.best) if self.best else None}
+
+    @classmethod
+    def from_dict(cls, data: Optional[Mapping[str, Any]]) -> Optional["SweepReport"]:
+        if not data:
+            return None
+        trials = tuple(TrialReport.from_dict(t) for t in data.get("trials") or ())
+        best = data.get("best") or None
+        number = best.get("number") if best else None
+        return cls(metric=str(data.get("metric") or ""), goal=str(data.get("goal") or "minimize"), trials=trials,
+                   best=next((t for t in trials if t.number == number), None), planned=int(data.get("planned") or 0))
+
+
+def best_of(trial: TrialReport) -> Dict[str, Any]:
+    """``best`` as ``--output json`` shows it."""
+    return {"number": trial.number, "params": dict(trial.params), "value": trial.value}
+
+
+@dataclass(frozen=True)
 class JobReport:
     app_id: str
     name: Optional[str] = None
@@ -208,6 +277,8 @@ class JobReport:
     waiting_for: Optional[str] = None
     #: Nodes each attempt of the gang spanned, in order.
     nodes_spanned: Tuple[int, ...] = ()
+    #: A sweep's trials and its best so far (None: not a sweep).
+    sweep: Optional[SweepReport] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -240,6 +311,8 @@ class JobReport:
             d["nodes_spanned"] = list(self.nodes_spanned)
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
+        if self.sweep is not None:
+            d["sweep"] = self.sweep.to_dict()
         return d
 
     def public(self) -> Dict[str, Any]:
@@ -260,6 +333,13 @@ class JobReport:
             out["waiting_for"] = self.waiting_for
         if self.nodes_spanned:
             out["nodes_spanned"] = list(self.nodes_spanned)
+        if self.sweep is not None:
+            out["metric"], out["goal"] = self.sweep.metric, self.sweep.goal
+            out["trials"] = [{"number": t.number, "params": dict(t.params), "state": t.state.value, "value": t.value,
+                              "container": t.container, "host": t.host, "started_at": t.started_at,
+                              "duration_seconds": t.duration_seconds,
+                              "diagnostics": t.diagnostics} for t in self.sweep.trials]
+            out["best"] = best_of(self.sweep.best) if self.sweep.best else None
         return out
 
     @classmethod
@@ -294,4 +374,5 @@ class JobReport:
             hang_seconds=data.get("hang_seconds"),
             waiting_for=data.get("waiting_for"),
             nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
+            sweep=SweepReport.from_dict(data.get("sweep")),
         )

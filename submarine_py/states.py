@@ -102,3 +102,13 @@ class Cause(_Named):
     def words(self) -> str:
         """As people read it: "node lost", "preempted"."""
         return self.value.replace("_", " ")
+
+
+class TrialState(_Named):
+    """A sweep's trial (docs/sweeps.md)."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"  # it ended with code 0 and printed its metric
+    PRUNED = "PRUNED"        # stopped early: its intermediate values were worse than the rule allows
+    FAILED = "FAILED"        # it failed (exit code, no metric printed, its container lost)
+    STOPPED = "STOPPED"      # stopped because the sweep ended (killed, or failed by other trials)

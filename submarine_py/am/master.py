@@ -119,6 +119,9 @@ class ApplicationMaster:
     def on_goodbye(self, body: Dict[str, Any]) -> None:
         self.supervision.on_goodbye(body)
 
+    def on_metric(self, body: Dict[str, Any]) -> None:
+        """A metric's lines, sent for a sweep's trials only (``sweep_master.py``): nothing to do here."""
+
     def take_over(self, previous: Optional[JobReport], lost_attempts: int) -> None:
         """Go on with a job whose earlier AM attempt(s) were lost (see :meth:`Recovery.take_over`)."""
         self.recovery.take_over(previous, lost_attempts)

@@ -116,6 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.master.on_started(body)
             elif path == "/v1/exit":
                 self.master.on_exit(body)
+            elif path == "/v1/metric":
+                self.master.on_metric(body)
             elif path == "/v1/gpu":
                 self.master.on_gpu(body)
             elif path == "/v1/goodbye":

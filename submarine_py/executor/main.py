@@ -19,7 +19,10 @@ Life of an executor::
       exit:     stop the processes (SIGTERM to them and theirs, then SIGKILL), leave
       hung:     stop the processes, report their end as the task's failure (it printed nothing
                 for timeouts.hang_seconds: the AM decides, from what the polls say)
+      stop:     stop the processes of that attempt (a sweep's trial stopped early); the
+                executor stays, and the next ``run`` starts the next trial at once
     report every end of the task          POST /v1/exit  (the first failed process, or all 0)
+    a sweep's trial: its metric's lines   POST /v1/metric (the lines of its stdout naming it)
     while a command with GPUs runs        POST /v1/gpu    (NVML samples, when NVML answers)
 
 Each poll returns after a couple of seconds at most and the next one starts at
@@ -63,6 +66,12 @@ SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
+
+#: How often a sweep's trial's new stdout is read for lines naming its metric (seconds).
+METRIC_SCAN_SECONDS = 0.25
+#: At most this much of a trial's new stdout is read per scan (what is skipped has no say).
+METRIC_SCAN_BYTES = 1 << 20
+
 
 #: How long one long poll for instructions lasts unless the AM says otherwise at registration.
 #: Polls follow each other at once: they are the executor's heartbeat, and the AM declares an
@@ -234,6 +243,10 @@ class Executor:
         self.done = am_client.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
         self.commands_prepared = False  # see prepare_for_commands
+        #: A sweep's trial: the metric whose lines go to the AM, and how far its stdout was read.
+        self.metric = None
+        self.metric_at = None
+        self.metric_scan = 0.0
 
     # -- AM communication ----------------------------------------------------
     def register(self, attempt=None):
@@ -325,6 +338,8 @@ class Executor:
             return
         self.task_attempt, self.task_started = instr["attempt"], time.time()
         self.stopping = self.killed = False
+        self.metric = instr.get("metric") or None
+        self.metric_at = list(self.stdout_start) if self.metric and self.stdout_start else None
         if instr.get("gpus") and self.gpu is None:
             nvml = _sibling("nvml")
             self.gpu = nvml.GpuSampler(nvml.task_env(envs))  # the task's GPUs, once for all
@@ -336,6 +351,37 @@ class Executor:
                                                  "pid": self.task.pids[0], "pids": self.task.pids})
         except Exception as exc:
             _log("could not tell the AM the task started: %s" % exc)
+
+    def metric_lines(self, final=False):
+        """The lines of the trial's stdout naming its metric (``name=``) written since the last
+        call (whole lines only, until ``final``): the AM parses them (``submarine_py.metrics``)."""
+        if self.metric_at is None:
+            return []
+        path, offset = self.metric_at
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(METRIC_SCAN_BYTES)
+        except OSError:
+            return []
+        end = len(data) if final else data.rfind(b"\n") + 1
+        self.metric_at[1] = offset + end
+        needle = (self.metric + "=").encode()
+        return [line.decode("utf-8", "replace").strip() for line in data[:end].splitlines() if needle in line]
+
+    def send_metrics(self):
+        """Every METRIC_SCAN_SECONDS while a trial runs: its new lines naming the metric, to the AM."""
+        now = time.monotonic()
+        if self.metric_at is None or self.task is None or now < self.metric_scan:
+            return
+        self.metric_scan = now + METRIC_SCAN_SECONDS
+        lines = self.metric_lines()
+        if lines:
+            try:
+                self.am.call("POST", "/v1/metric", {"executor": self.executor_id, "attempt": self.task_attempt,
+                                                    "lines": lines}, timeout=5, retry_for=2)
+            except Exception as exc:
+                _log("could not send the trial's metric to the AM: %s" % exc)
 
     def sample_gpus(self, every):
         """Every few seconds while the command runs, send the AM its GPUs' use (a missed
@@ -406,6 +452,9 @@ class Executor:
         """``tail``: the failed process's stderr, when captured; else read from the executor's
         stderr file (one process), where it is a file. ``hung``: stopped as hung (``self.hung``)."""
         body = {"executor": self.executor_id, "attempt": attempt, "exit_code": code, "stopped": stopped}
+        if self.metric_at is not None:  # a sweep's trial: what it printed last
+            body["metric_lines"] = self.metric_lines(final=True)
+            self.metric_at = None
         if local_rank is not None:
             body["local_rank"] = local_rank
         if code != 0 and not stopped:
@@ -430,6 +479,7 @@ class Executor:
         am_client.start_thread(self.poll_forever)
         while True:
             self.check_task()
+            self.send_metrics()
             try:
                 instr = self.instructions.get(timeout=0.05 if self.task else 1.0)
             except Empty:
@@ -443,6 +493,9 @@ class Executor:
                     self.hung = (self.task_attempt, instr.get("quiet"),
                                  _sibling("stderr").last_lines(*self.stderr_start) if self.stderr_start else None,
                                  _sibling("stderr").last_lines(*self.stdout_start) if self.stdout_start else None)
+                    self.stop_task(self.grace)
+            elif op == "stop":  # a sweep's trial stopped early: the executor stays for the next
+                if self.task is not None and instr.get("attempt") == self.task_attempt:
                     self.stop_task(self.grace)
             elif op == "register":
                 self.stop_task(self.grace)

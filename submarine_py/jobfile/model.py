@@ -21,7 +21,7 @@ ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker"
 PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags", "shared_dir", "tensorboard", "placement")
+              "environment", "tags", "shared_dir", "tensorboard", "placement", "sweep")
 #: The role of the task that runs the job's TensorBoard (the ``tensorboard`` field); every
 #: framework knows it and leaves it untracked.
 TENSORBOARD_ROLE = "tensorboard"
@@ -140,6 +140,76 @@ class TensorBoardSpec:
 
 
 @dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a sweep: a range (``low``..``high``, on a log scale if ``log``; whole
+    numbers when both ends are) or a list of ``choices``."""
+
+    low: Optional[Union[int, float]] = None
+    high: Optional[Union[int, float]] = None
+    log: bool = False
+    choices: Tuple[Any, ...] = ()
+
+    @property
+    def is_range(self) -> bool:
+        return not self.choices
+
+    @property
+    def whole(self) -> bool:
+        """A range of whole numbers (both ends written as integers)."""
+        return self.is_range and isinstance(self.low, int) and isinstance(self.high, int)
+
+    def to_dict(self) -> Any:
+        if self.choices:
+            return list(self.choices)
+        d: Dict[str, Any] = {"low": self.low, "high": self.high}
+        if self.log:
+            d["log"] = True
+        return d
+
+
+@dataclass(frozen=True)
+class EarlyStopSpec:
+    """``sweep.early_stop``: stop a trial whose intermediate value is worse than the median of
+    earlier trials' at the same step (Optuna's MedianPruner), after ``warmup_steps`` steps of
+    the trial and once ``startup_trials`` trials have finished."""
+
+    rule: str = "median"
+    warmup_steps: int = 0
+    startup_trials: int = 5
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"rule": self.rule, "warmup_steps": self.warmup_steps, "startup_trials": self.startup_trials}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The job file's ``sweep`` section: the whole sweep runs as one job, each trial the job's
+    task with its parameters in ``SUBM_PARAM_<NAME>`` (see docs/sweeps.md)."""
+
+    metric: str
+    params: Mapping[str, ParamSpec]
+    trials: int
+    goal: str = "minimize"
+    algorithm: str = "tpe"
+    parallel: int = 1
+    seed: Optional[int] = None
+    early_stop: Optional[EarlyStopSpec] = None
+    #: Trials that may fail before the sweep fails (a failed trial is recorded, the sweep goes on).
+    max_failed_trials: int = 3
+
+    def to_dict(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"metric": self.metric, "goal": self.goal, "algorithm": self.algorithm,
+                             "trials": self.trials, "parallel": self.parallel,
+                             "max_failed_trials": self.max_failed_trials,
+                             "params": {k: p.to_dict() for k, p in self.params.items()}}
+        if self.seed is not None:
+            d["seed"] = self.seed
+        if self.early_stop is not None:
+            d["early_stop"] = self.early_stop.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     name: str
     command: str
@@ -195,6 +265,8 @@ class JobSpec:
     #: Where a gang's tasks go: on as few nodes as the free GPUs allow (``pack``), or one per
     #: node where possible (``spread``).
     placement: Placement = Placement.PACK
+    #: A hyperparameter sweep run as this one job (None: an ordinary job).
+    sweep: Optional[SweepSpec] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -229,5 +301,7 @@ class JobSpec:
             d["shared_dir"] = self.shared_dir
         if self.tensorboard:
             d["tensorboard"] = self.tensorboard.to_dict()
+        if self.sweep:
+            d["sweep"] = self.sweep.to_dict()
         return d
 

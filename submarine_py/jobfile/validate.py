@@ -21,6 +21,7 @@ from .fields import (
     MAX_PROCESSES, MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
     exec_limit_problems, join_path, mount_problem, show,
 )
+from .sweep import sweep as sweep_section, task_problem as sweep_task_problem
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
     DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_STOP_GRACE_SECONDS,
@@ -131,9 +132,15 @@ class Builder(ProblemCollector):
         if environment.archive and ENV_ARCHIVE_DIR in {d.split("/")[0] for d in files}:
             self.fail(f"files.{ENV_ARCHIVE_DIR}", f"'{ENV_ARCHIVE_DIR}' is where environment.archive is "
                                                   "unpacked; choose another destination")
+        sweep = sweep_section(self, data.get("sweep"))
         spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
                        timeouts=timeouts, files=files, docker=docker, environment=environment,
-                       tags=tags, shared_dir=shared_dir, tensorboard=tensorboard, placement=Placement(placement))
+                       tags=tags, shared_dir=shared_dir, tensorboard=tensorboard, placement=Placement(placement),
+                       sweep=sweep)
+        if sweep is not None and roles:
+            problem = sweep_task_problem(roles, spec)
+            if problem:
+                self.fail("sweep", problem)
         if not self.problems:
             from ..frameworks import get_framework
 

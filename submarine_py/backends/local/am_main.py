@@ -11,6 +11,7 @@ import sys
 from typing import List
 
 from ...am.master import ApplicationMaster
+from ...am.sweep_master import SweepMaster
 from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...states import JobState
 from .backend import SHARED_DIR
@@ -25,7 +26,7 @@ def main_local(job_dir: str) -> int:
     os.makedirs(shared, exist_ok=True)
     containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host, shared_dir=shared,
                                  submitted_at=meta["submitted_at"])
-    am = ApplicationMaster(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
+    am = (SweepMaster if plan.job.sweep else ApplicationMaster)(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
                            report_path=os.path.join(job_dir, "report.json"), shared_dir=shared)
     info_path = os.path.join(job_dir, "am.json")
 

@@ -111,7 +111,12 @@ class LocalBackend(Backend):
         return problems + _tensorboard_problems(spec)
 
     def check_cluster(self, plan: Plan) -> None:
-        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once); a sweep's AM
+        runs here, with this interpreter: it needs Optuna."""
+        if plan.job.sweep is not None:
+            from ...am.sweep import require_optuna
+
+            require_optuna()
         wanted = sum(t.resources.gpus for t in plan.tasks)
         if not wanted:
             return

@@ -18,7 +18,7 @@ from typing import Dict, Optional, Sequence
 from ... import interpreters
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
-from ...restarts import Restarts
+from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from . import shipping
 from .capacity import gang_tag
 
@@ -234,5 +234,8 @@ def archive_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
 
 
 def am_attempts(plan: Plan) -> int:
-    """YARN attempts of the application (see :attr:`Restarts.am_attempts`)."""
+    """YARN attempts of the application (see :attr:`Restarts.am_attempts`); a sweep's always
+    has a second: its new AM goes on from the trials so far (its restart section does not apply)."""
+    if plan.job.sweep is not None:
+        return AM_ATTEMPTS_WITH_RESTARTS
     return Restarts(plan.job.restart).am_attempts
