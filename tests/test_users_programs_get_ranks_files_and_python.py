@@ -17,7 +17,8 @@ from submarine_py.errors import SpecError
 from submarine_py.frameworks import get_framework
 from submarine_py.interpreters import shell_setup, write_wrappers
 from submarine_py.plan import make_plan
-from submarine_py.executor.main import lay_out_files
+from submarine_py.executor.am_client import loads
+from submarine_py.executor.workdir import lay_out_files
 from submarine_py.jobfile import spec_from_dict
 
 pytestmark = pytest.mark.unit
@@ -155,7 +156,7 @@ def test_the_archive_lays_files_out_as_real_files_at_their_destinations(tmp_path
         assert "big.bin" not in tar.getnames()
     (work / ".subm-url-0").write_text("remote")  # what YARN localizes for the URL source
     env = shipping.executor_env(files)
-    lay_out_files(env, str(work))
+    lay_out_files(env, str(work), loads)
     assert not (work / "train.py").is_symlink() and (work / "train.py").read_text() == "import pkg\n"
     assert (work / "pkg" / "mod.py").read_text() == "X = 1\n" and (work / "pkg" / "alias.py").is_symlink()
     assert (work / "data" / "input.txt").read_text() == "data\n"
@@ -188,12 +189,12 @@ def test_wrappers_run_the_interpreter_by_the_path_given(tmp_path, how):
 def test_a_yarn_executor_writes_the_wrappers_of_the_interpreter_it_was_started_with(tmp_path, monkeypatch, python):
     """The same wrappers, written by the executor when its first command starts (YARN)."""
     from submarine_py.interpreters import WRAPPER_ENV, YARN_BIN_DIR, wrapper_script
-    from submarine_py.executor import main as executor
+    from submarine_py.executor import workdir
 
-    monkeypatch.setattr(executor.sys, "executable", python)
-    executor._write_python_wrappers({}, str(tmp_path))
+    monkeypatch.setattr(workdir.sys, "executable", python)
+    workdir.write_python_wrappers({}, str(tmp_path))
     assert not (tmp_path / YARN_BIN_DIR).exists()  # not asked
-    executor._write_python_wrappers({WRAPPER_ENV: "1"}, str(tmp_path))
+    workdir.write_python_wrappers({WRAPPER_ENV: "1"}, str(tmp_path))
     for name in ("python", "python3"):
         wrapper = tmp_path / YARN_BIN_DIR / name
         assert wrapper.read_text() == wrapper_script(python) and os.access(wrapper, os.X_OK)

@@ -6,7 +6,8 @@ nothing outside the standard library. It goes to containers with the few modules
 (:data:`SIBLINGS`, and ``envcache.py`` with environment.archive): on YARN as one file, their
 code embedded (``bundle.py``); locally as ``subm_executor.py`` beside
 ``subm_<module>.py`` files (:func:`shipped_files`). This file holds the executor's life and
-its task, the siblings the rest.
+its task, the siblings the rest (the working directory's files: ``workdir.py``; a sweep's
+trial's metric lines: ``trial_metric.py``).
 
 Life of an executor::
 
@@ -54,23 +55,18 @@ try:
 except ImportError:  # pragma: no cover - another Python
     from queue import Empty, SimpleQueue
 
-# Imported when first needed (see Executor.start, lay_out_files): every task container starts
+# Imported when first needed (see Executor.start, workdir.py): every task container starts
 # an executor, and all of them start together; what each imports before it registers is CPU
 # the whole node pays at the moment the gang assembles (see am_client.py).
 subprocess = None
 
 #: The modules the executor imports, standard library only like itself, shipped with it
 #: (see :func:`shipped_files`, ``bundle.py``): process tree, the task's processes, NVML
-#: sampling, the AM.
-SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client")
+#: sampling, the AM, the working directory, a sweep's trial's metric.
+SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client", "workdir", "trial_metric")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
-
-#: How often a sweep's trial's new stdout is read for lines naming its metric (seconds).
-METRIC_SCAN_SECONDS = 0.25
-#: At most this much of a trial's new stdout is read per scan (what is skipped has no say).
-METRIC_SCAN_BYTES = 1 << 20
 
 
 #: How long one long poll for instructions lasts unless the AM says otherwise at registration.
@@ -148,35 +144,6 @@ def log_to_container(env):
         os.close(target)
 
 
-def lay_out_files(env, workdir):
-    """On YARN: unpack the job's files archive into the working directory as real files
-    (YARN localizes it as a symlink into its cache; scripts must import their siblings),
-    and link each ``scheme://`` source, localized under a flat name, at its destination."""
-    archive = env.get("SUBM_FILES_ARCHIVE")
-    if archive:
-        path = os.path.join(workdir, archive)
-        if os.path.exists(path):
-            import tarfile
-
-            try:
-                with tarfile.open(path) as tar:
-                    if hasattr(tarfile, "tar_filter"):  # Python 3.12+ (and security backports)
-                        tar.extractall(workdir, filter="tar")
-                    else:
-                        tar.extractall(workdir)
-            except tarfile.TarError as exc:
-                raise ValueError("%s: %s" % (archive, exc)) from None
-            os.remove(path)  # only the link to YARN's cache
-    links = am_client.loads(env.get("SUBM_FILES_LINKS") or "{}")
-    for dest, name in links.items():
-        src, target = os.path.join(workdir, name), os.path.join(workdir, dest)
-        if os.path.lexists(src) and not os.path.lexists(target):
-            parent = os.path.dirname(target)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            os.rename(src, target)
-
-
 def _index_from_container_id(container_id):
     tail = (container_id or "").rsplit("_", 1)[-1]
     return tail if tail.isdigit() else None
@@ -187,24 +154,6 @@ def _node_http(env):
     container), or None: the AM then asks the cluster where the container is."""
     host, port = env.get("NM_HOST"), env.get("NM_HTTP_PORT")
     return "%s:%s" % (host, port) if host and port else None
-
-
-def _write_python_wrappers(env, workdir):
-    """``python`` and ``python3`` for the task's command on YARN, when SUBM_PYTHON_WRAPPER says
-    so: wrappers that start this executor's interpreter by the path it was started from
-    (the package's interpreters.py says why wrappers, and why here rather than in the launch
-    script, which put ``.subm-bin`` first on PATH)."""
-    if not env.get("SUBM_PYTHON_WRAPPER") or not sys.executable:
-        return  # the interpreter's own folder is next on PATH
-    import shlex  # once the gang is up: its imports (re) no longer delay anyone
-
-    python = shlex.quote(sys.executable)
-    folder = os.path.join(workdir, ".subm-bin")
-    os.makedirs(folder, exist_ok=True)
-    for name in ("python", "python3"):
-        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-        with os.fdopen(fd, "w") as f:
-            f.write('#!/bin/sh\nexec %s "$@"\n' % python)
 
 
 def _fqdn():
@@ -243,10 +192,8 @@ class Executor:
         self.done = am_client.Event()
         self.gpu = None  # a GpuSampler once a task with GPUs has started, if NVML answers
         self.commands_prepared = False  # see prepare_for_commands
-        #: A sweep's trial: the metric whose lines go to the AM, and how far its stdout was read.
+        #: A sweep's trial: its metric, whose lines go to the AM (trial_metric.py's TrialMetric).
         self.metric = None
-        self.metric_at = None
-        self.metric_scan = 0.0
 
     # -- AM communication ----------------------------------------------------
     def register(self, attempt=None):
@@ -293,7 +240,7 @@ class Executor:
         _sibling("processes")
         proctree.die_with_parent(signal.SIGTERM)
         proctree.become_subreaper()
-        _write_python_wrappers(self.env, self.workdir)
+        _sibling("workdir").write_python_wrappers(self.env, self.workdir)
         self.commands_prepared = True
 
     def start(self, instr):
@@ -338,8 +285,9 @@ class Executor:
             return
         self.task_attempt, self.task_started = instr["attempt"], time.time()
         self.stopping = self.killed = False
-        self.metric = instr.get("metric") or None
-        self.metric_at = list(self.stdout_start) if self.metric and self.stdout_start else None
+        self.metric = None
+        if instr.get("metric") and self.stdout_start:
+            self.metric = _sibling("trial_metric").TrialMetric(instr["metric"], *self.stdout_start)
         if instr.get("gpus") and self.gpu is None:
             nvml = _sibling("nvml")
             self.gpu = nvml.GpuSampler(nvml.task_env(envs))  # the task's GPUs, once for all
@@ -351,37 +299,6 @@ class Executor:
                                                  "pid": self.task.pids[0], "pids": self.task.pids})
         except Exception as exc:
             _log("could not tell the AM the task started: %s" % exc)
-
-    def metric_lines(self, final=False):
-        """The lines of the trial's stdout naming its metric (``name=``) written since the last
-        call (whole lines only, until ``final``): the AM parses them (``submarine_py.metrics``)."""
-        if self.metric_at is None:
-            return []
-        path, offset = self.metric_at
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(METRIC_SCAN_BYTES)
-        except OSError:
-            return []
-        end = len(data) if final else data.rfind(b"\n") + 1
-        self.metric_at[1] = offset + end
-        needle = (self.metric + "=").encode()
-        return [line.decode("utf-8", "replace").strip() for line in data[:end].splitlines() if needle in line]
-
-    def send_metrics(self):
-        """Every METRIC_SCAN_SECONDS while a trial runs: its new lines naming the metric, to the AM."""
-        now = time.monotonic()
-        if self.metric_at is None or self.task is None or now < self.metric_scan:
-            return
-        self.metric_scan = now + METRIC_SCAN_SECONDS
-        lines = self.metric_lines()
-        if lines:
-            try:
-                self.am.call("POST", "/v1/metric", {"executor": self.executor_id, "attempt": self.task_attempt,
-                                                    "lines": lines}, timeout=5, retry_for=2)
-            except Exception as exc:
-                _log("could not send the trial's metric to the AM: %s" % exc)
 
     def sample_gpus(self, every):
         """Every few seconds while the command runs, send the AM its GPUs' use (a missed
@@ -452,9 +369,9 @@ class Executor:
         """``tail``: the failed process's stderr, when captured; else read from the executor's
         stderr file (one process), where it is a file. ``hung``: stopped as hung (``self.hung``)."""
         body = {"executor": self.executor_id, "attempt": attempt, "exit_code": code, "stopped": stopped}
-        if self.metric_at is not None:  # a sweep's trial: what it printed last
-            body["metric_lines"] = self.metric_lines(final=True)
-            self.metric_at = None
+        if self.metric is not None:  # a sweep's trial: what it printed last
+            body["metric_lines"] = self.metric.lines(final=True)
+            self.metric = None
         if local_rank is not None:
             body["local_rank"] = local_rank
         if code != 0 and not stopped:
@@ -479,7 +396,8 @@ class Executor:
         am_client.start_thread(self.poll_forever)
         while True:
             self.check_task()
-            self.send_metrics()
+            if self.metric is not None and self.task is not None:
+                self.metric.send(self.am, self.executor_id, self.task_attempt, _log)
             try:
                 instr = self.instructions.get(timeout=0.05 if self.task else 1.0)
             except Empty:
@@ -519,7 +437,8 @@ def main():
     if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
         log_to_container(os.environ)
     try:
-        lay_out_files(os.environ, os.environ.get("SUBM_WORKDIR") or os.getcwd())
+        _sibling("workdir").lay_out_files(os.environ, os.environ.get("SUBM_WORKDIR") or os.getcwd(),
+                                          am_client.loads)
     except (OSError, ValueError) as exc:
         _log("cannot lay out the job's files: %s" % exc)
         sys.exit(1)
