@@ -25,7 +25,10 @@ group one trial at a time:
 * **the study** (the trials so far) is saved to the job's shared folder at every change, and is in
   the report the AM rewrites on YARN: a new AM attempt goes on from it.
 
-The executor protocol is the ordinary AM's (``server.py`` calls the same methods).
+The executor protocol is the ordinary AM's (``server.py`` calls the same methods). This module
+holds the sweep's live state, the executors' calls, the verdict and the main loop; the pool of
+containers is ``sweep_pool.py``'s (allocation, giving back, silences), the trials on them
+``sweep_trials.py``'s (their start, their ends, a container gone, the sweep's verdict).
 """
 from __future__ import annotations
 
@@ -42,23 +45,20 @@ from ..plan import Plan, TaskPlan
 from ..report import Event, JobReport
 from ..states import Cause, JobState, Phase, TrialState
 from .containers import Containers
-from .diagnostics import quote_stderr
 from .job import MAX_EVENTS
 from .reporting import write_report
 from .supervision import HEARTBEAT_SECONDS
-from .sweep_records import Group, Slot, TaskKey
+from . import sweep_pool as pool
+from . import sweep_trials as trials
+from .sweep_records import Group, Slot
 from .sweep_reporting import sweep_report
-from .sweep import STUDY_FILE, Search, load_trials, save_trials, trial_env, value_of
+from .sweep import STUDY_FILE, Search, load_trials, save_trials
 
 log = logging.getLogger("subm.am")
 
 #: Patience beyond the stop grace for executors to leave after the verdict.
 STOP_MARGIN_SECONDS = 5
 SNAPSHOT_SECONDS = 2.0
-#: Admission refused: ask again after this long.
-ADMIT_EVERY_SECONDS = 2.0
-#: Containers in a row that end before their executor registers: the sweep cannot run.
-MAX_FAILED_LAUNCHES = 3
 #: How long a registration waits for the main loop to record the container it launched.
 REGISTER_WAIT_SECONDS = 5.0
 
@@ -136,7 +136,7 @@ class SweepMaster:
             slot.trial = None
             if slot.alive:
                 self.send(slot, "exit", code=0)
-        self._save_study()
+        self.save_study()
         self.decide("job %s%s", state, f": {diagnostics}" if diagnostics else "")
 
     # -- executor calls (server.py) -------------------------------------------------------------
@@ -157,7 +157,7 @@ class SweepMaster:
             self.containers.registered(slot.id, info)
             slot.log = self.containers.log_location(slot.plan, slot.id)
             self.decide("container %s registered on %s", slot.id, slot.host)
-            self._next_trial(self.groups[slot.group])
+            trials.next_trial(self, self.groups[slot.group])
             return {"index": slot.plan.index, "attempt": 0, "heartbeat": self.heartbeat}
 
     def next_instructions(self, executor: str, after: int, wait: float) -> List[Dict[str, Any]]:
@@ -204,27 +204,8 @@ class SweepMaster:
             number = body.get("attempt")
             if slot is None or slot.trial is None or number != slot.trial or self.search is None:
                 return
-            self._intermediate(self.groups[slot.group], number, [str(x) for x in body.get("lines") or ()])
-
-    def _intermediate(self, group: Group, number: int, lines: List[str], may_stop: bool = True) -> None:
-        """Record a running trial's intermediate values; stop it early where the rule says so
-        (``may_stop``: not for the last lines of a task that has ended)."""
-        _, values = value_of(lines, self.spec.metric)
-        for value, step in values:
-            if step is None or group.pruning == number:
-                continue
-            if self.search.report(number, value, step) and may_stop and not group.failing:
-                group.pruning = number
-                self.decide("trial %d stops early at step %d: %s=%g is worse than the median of earlier "
-                            "trials at that step", number, step, self.spec.metric, value)
-                self._stop_running(group, number)
-                return
-
-    def _stop_running(self, group: Group, number: int, untracked_only: bool = False) -> None:
-        for ex_id in group.members.values():
-            slot = self.slots[ex_id]
-            if slot.trial == number and (not untracked_only or not slot.plan.tracked):
-                self.send(slot, "stop", attempt=number)
+            lines = [str(x) for x in body.get("lines") or ()]
+            trials.record_intermediate(self, self.groups[slot.group], number, lines)
 
     def on_exit(self, body: Dict[str, Any]) -> None:
         """A trial's task ended; once all of them have, the trial is recorded and its containers
@@ -234,55 +215,7 @@ class SweepMaster:
             number = body.get("attempt")
             if slot is None or slot.trial is None or number != slot.trial or self.search is None:
                 return
-            group = self.groups[slot.group]
-            slot.trial = None
-            lines = [str(x) for x in body.get("metric_lines") or ()]
-            self._intermediate(group, number, lines, may_stop=False)
-            value, _ = value_of(lines, self.spec.metric)
-            if value is not None:
-                self.search.trials[number] = replace(self.search.trials[number], value=value)
-            code, stopped = int(body["exit_code"]), bool(body.get("stopped"))
-            if code != 0 and not stopped and not group.failing and group.pruning != number:
-                tail = body.get("stderr_tail")
-                if not isinstance(tail, str):
-                    tail = self.containers.stderr_tail(slot.plan, slot.id)
-                where = self.containers.stderr_location(slot.plan, slot.id) or str(body.get("stderr_log") or "")
-                said = quote_stderr(tail).summary() if isinstance(tail, str) and tail else ""
-                who = f"{slot.plan.role}:{slot.key[1]} " if len(group.members) > 1 else ""
-                group.failing = "; ".join(x for x in (f"{who}exit code {code}", said,
-                                                      f"its stderr: {where}" if where else "") if x)
-                self._stop_running(group, number)  # the rest of its gang
-            elif code == 0 and not stopped and slot.plan.tracked:
-                tracked_left = [x for x in group.members.values()
-                                if self.slots[x].plan.tracked and self.slots[x].trial == number]
-                if not tracked_left:
-                    self._stop_running(group, number, untracked_only=True)
-            if any(self.slots[x].trial == number for x in group.members.values()):
-                return  # the rest of the trial's tasks are still ending
-            self._trial_ended(group, number, slot.id)
-
-    def _trial_ended(self, group: Group, number: int, where: str) -> None:
-        """Every task of the group's trial has ended: its verdict, then the next trial."""
-        record = self.search.trials[number]
-        group.trial = None
-        if group.pruning == number:
-            rec = self.search.finish(number, TrialState.PRUNED, record.value, f"stopped early at step {record.step}")
-        elif group.failing:
-            rec = self.search.finish(number, TrialState.FAILED, record.value, group.failing)
-        elif record.value is not None:
-            rec = self.search.finish(number, TrialState.SUCCEEDED, record.value)
-        else:
-            rec = self.search.finish(number, TrialState.FAILED, None,
-                                     f"it exited with code 0 but printed no {self.spec.metric}=... line on its "
-                                     f"stdout (see docs/sweeps.md)")
-        group.failing = ""
-        self.decide("trial %d %s%s in %.1f s on %s%s", number, rec.state,
-                    f" ({self.spec.metric}={rec.value:g})" if rec.value is not None else "",
-                    rec.duration_seconds or 0, where,
-                    f": {rec.diagnostics}" if rec.state == TrialState.FAILED else "")
-        self._save_study()
-        if not self._check_done():
-            self._next_trial(group)
+            trials.task_ended(self, slot, number, body)
 
     def kill(self, why: str = "killed by request") -> None:
         with self.lock:
@@ -296,79 +229,7 @@ class SweepMaster:
         self.decide("going on with the sweep after %d lost ApplicationMaster attempt(s): %d trial(s) kept",
                     lost_attempts, done)
 
-    # -- trials --------------------------------------------------------------------------------
-    def _next_trial(self, group: Group) -> None:
-        """Give ``group`` the next trial once all its containers registered, or give it back if
-        there is none (under the lock)."""
-        slots = [self.slots[x] for x in group.members.values()]
-        if self.finishing or self.search is None or group.released or group.trial is not None \
-                or not all(s.registered for s in slots):
-            return
-        if self.search.remaining() <= 0:
-            self._release(group, "has no trial left to run: it goes back to the cluster")
-            return
-        first = self.slots[group.members[(self.task.role, self.task.index)]]
-        rec = self.search.ask(first.container or first.id, first.host)
-        group.trial, group.pruning, group.failing = rec.number, None, ""
-        self.phase = Phase.RUNNING
-        cluster = self.plan.cluster_spec({key: self.slots[x].address for key, x in group.members.items()})
-        shown = " ".join(f"{k}={v}" for k, v in rec.params.items())
-        for key, ex_id in group.members.items():
-            slot = self.slots[ex_id]
-            task = self.plan.task(*key)
-            envs = self.plan.process_envs(task, cluster, self.job_id, 0, self.shared_dir)
-            envs = [dict(e, **trial_env(rec.number, dict(rec.params))) for e in envs]
-            header = (f"[subm] job={self.job_id} trial={rec.number} {shown} task={task.id} container={slot.id} "
-                      f"command: {task.command}")
-            more = {"envs": envs} if len(envs) > 1 else {}
-            slot.trial = rec.number
-            slot.trials_run += 1
-            self.send(slot, "run", attempt=rec.number, command=task.command, env=envs[0], **more,
-                      hold_port=self.plan.framework.reuses_port, header=header, gpus=task.resources.gpus,
-                      metric=self.spec.metric)
-        log.info("trial %d (%s) starts in %s", rec.number, shown, ", ".join(group.members.values()))
-        self._save_study()
-
-    def _release(self, group: Group, why: str) -> None:
-        """Every container of ``group`` goes back to the cluster now."""
-        if group.released:
-            return
-        group.released = True
-        ids = list(group.members.values())
-        self.decide("container%s %s %s", "s" if len(ids) > 1 else "", ", ".join(ids), why)
-        for ex_id in ids:
-            slot = self.slots[ex_id]
-            slot.released, slot.trial = True, None
-            if slot.alive:
-                self.send(slot, "exit", code=0)
-                self.to_release.append(ex_id)
-
-    def _check_done(self) -> bool:
-        """The verdict once too many trials failed, or every trial has ended (under the lock)."""
-        search = self.search
-        if self.finishing or search is None:
-            return self.finishing
-        failed = search.failed()
-        if failed > self.spec.max_failed_trials:
-            last = max((t for t in search.trials.values() if t.state == TrialState.FAILED), key=lambda t: t.number)
-            self.finish(JobState.FAILED, f"{failed} trials failed, more than sweep.max_failed_trials "
-                                         f"({self.spec.max_failed_trials}); the last, trial {last.number}: "
-                                         f"{last.diagnostics}")
-            return True
-        running = any(g.trial is not None for g in self.groups.values())
-        if search.remaining() > 0 or running:
-            return False
-        best = search.best()
-        counts = ", ".join(f"{n} {s.value.lower()}" for s, n in search.counts().items() if n)
-        if best is None:
-            self.finish(JobState.FAILED, f"no trial succeeded ({counts})")
-        else:
-            self.decide("sweep done (%s); best: trial %d, %s=%g with %s", counts, best.number, self.spec.metric,
-                        best.value, dict(best.params))
-            self.finish(JobState.SUCCEEDED, "")
-        return True
-
-    def _save_study(self) -> None:
+    def save_study(self) -> None:
         """The trials so far where a new AM attempt finds them: the study file in the shared
         folder, and the report file (YARN: a new attempt reads it from this one's log)."""
         if self.snapshots and self.search is not None:
@@ -378,98 +239,6 @@ class SweepMaster:
                 save_trials(self.study_path, [self.search.trials[n] for n in sorted(self.search.trials)])
             except OSError as exc:
                 log.warning("could not save the sweep's trials to %s: %s", self.study_path, exc)
-
-    # -- containers ----------------------------------------------------------------------------
-    def _allocate(self) -> None:
-        """One more group of containers when fewer are up than the sweep can use now (main loop)."""
-        now = time.monotonic()
-        with self.lock:
-            if self.finishing or self.search is None or now < self.not_before:
-                return
-            up = [g for g in self.groups.values() if not g.released]
-            running = sum(1 for g in up if g.trial is not None)
-            coming = len(up) - running
-            want = min(self.spec.parallel, running + self.search.remaining())
-            if len(up) >= want or coming >= self.search.remaining():
-                return
-            number = len(self.groups)
-            # Each group's containers get indices of their own (logs, the GPU ledger's names).
-            plans = {(t.role, t.index): replace(t, index=number * self.plan.job.roles[t.role].instances + t.index)
-                     for t in self.plan.tasks}
-        verdict = self.containers.admit(list(plans.values()), self.plan.job.placement)
-        if not verdict.fits:
-            with self.lock:
-                if verdict.why != self.waiting_for:
-                    self.decide("trial container%s %d waits: %s", "s" if len(plans) > 1 else "", number,
-                                verdict.why)
-                self.waiting_for, self.not_before = verdict.why, now + ADMIT_EVERY_SECONDS
-            return
-        launched: Dict[TaskKey, str] = {}
-        try:
-            for key, plan in plans.items():
-                launched[key] = self.containers.launch(plan, self.executor_env(plan))
-        except Exception as exc:
-            log.exception("could not start a trial container")
-            for ex_id in launched.values():
-                self.containers.kill(ex_id)
-            with self.lock:
-                self.not_before = now + ADMIT_EVERY_SECONDS
-                if not any(s.alive for s in self.slots.values()):
-                    self.finish(JobState.FAILED, f"could not start a trial container: {exc}")
-            return
-        with self.lock:
-            self.launched += len(launched)
-            self.waiting_for = ""
-            self.groups[number] = Group(number, dict(launched))
-            for key, ex_id in launched.items():
-                self.slots[ex_id] = Slot(ex_id, plans[key], number, key,
-                                         log=self.containers.log_location(plans[key], ex_id))
-            self.changed.notify_all()
-            if self.phase == Phase.QUEUED:
-                self.phase = Phase.STARTING
-            self.decide("asked for trial container%s %s: %d group(s) up, %d trial(s) running, %d to start",
-                        "s" if len(launched) > 1 else "", ", ".join(launched.values()), len(up) + 1, running,
-                        self.search.remaining())
-
-    def _ended(self, ex_id: str, code: Optional[int], diagnostics: str, cause: Optional[Cause]) -> None:
-        """A trial container is gone (its end polled, or its executor silent): its group is
-        given back whole (a new one is asked for), its trial, if any, failed."""
-        with self.lock:
-            slot = self.slots.get(ex_id)
-            if slot is None or not slot.alive:
-                return
-            slot.alive = False
-            self.changed.notify_all()
-            group = self.groups.get(slot.group)
-            if group is None or slot.released or group.released or self.finishing:
-                return
-            said = "; ".join(x for x in (f"exit code {code}" if code is not None else "", diagnostics) if x)
-            if not slot.registered:
-                self.failed_launches += 1
-                self.decide("trial container %s ended before its executor registered (%s)", ex_id, said,
-                            level=logging.WARNING)
-                if self.failed_launches >= MAX_FAILED_LAUNCHES:
-                    self.finish(JobState.FAILED, f"{self.failed_launches} trial containers in a row ended before "
-                                                 f"their executor registered; the last: {said}")
-                    return
-            number = group.trial
-            self._release(group, f"went back: {ex_id} is gone")
-            if number is not None and self.search is not None:
-                group.trial = None
-                taken = cause is not None and cause.is_cluster
-                rec = self.search.finish(number, TrialState.FAILED,
-                                         diagnostics=f"its container {ex_id} ended ({said or 'exit code unknown'})",
-                                         requeue=taken)
-                self.decide("trial %d failed: %s%s", rec.number, rec.diagnostics,
-                            "; its parameters run again" if taken else "", level=logging.WARNING)
-                self._save_study()
-                self._check_done()
-
-    def _silent(self) -> List[str]:
-        now = time.monotonic()
-        with self.lock:
-            return [s.id for s in self.slots.values()
-                    if s.alive and s.registered and not s.released and now - s.last_seen > self.timeouts.lost_after_seconds]
 
     # -- main loop -----------------------------------------------------------------------------
     def run(self) -> JobReport:
@@ -485,8 +254,8 @@ class SweepMaster:
         with self.lock:
             self.search = search
             if search is not None and self.earlier:
-                self._save_study()
-                self._check_done()
+                self.save_study()
+                trials.check_done(self)
         self._loop()
         for slot in [s for s in self.slots.values() if s.alive]:
             self.containers.kill(slot.id)
@@ -512,16 +281,17 @@ class SweepMaster:
             if self.snapshots and time.monotonic() >= next_snapshot:
                 self._write_report()
                 next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
-            self._allocate()
+            pool.allocate(self)
             with self.lock:
                 out, self.to_release = self.to_release, []
             for ex_id in out:
                 self.containers.kill(ex_id)
             for ended in self.containers.poll():
-                self._ended(ended.executor, ended.exit_code, ended.diagnostics, ended.cause)
-            for ex_id in self._silent():
+                trials.container_ended(self, ended.executor, ended.exit_code, ended.diagnostics, ended.cause)
+            for ex_id in pool.silent(self):
                 self.containers.lost(ex_id)
-                self._ended(ex_id, None, "no heartbeat from its executor: declared lost", Cause.NODE_LOST)
+                trials.container_ended(self, ex_id, None, "no heartbeat from its executor: declared lost",
+                                       Cause.NODE_LOST)
             with self.lock:
                 if deadline and time.monotonic() > deadline:
                     self.finish(JobState.FAILED, f"the sweep ran longer than timeouts.job_seconds "
