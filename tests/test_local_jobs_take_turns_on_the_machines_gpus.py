@@ -39,6 +39,19 @@ def submit(tmp_path: Path, name: str, sleep: float) -> str:
     return started["app_id"]
 
 
+def holding(subm_home: Path, app_id: str) -> bool:
+    """Whether the job holds both GPUs: only then is the next job sure to wait for it (two AMs
+    started together on a loaded machine reach the ledger in either order)."""
+    return sorted(e["job"] for e in ledger(subm_home)["gpus"].values()) == [app_id, app_id]
+
+
+def submit_holding(tmp_path: Path, subm_home: Path, name: str, sleep: float) -> str:
+    """Submit a job and wait until it holds the machine's GPUs."""
+    app_id = submit(tmp_path, name, sleep)
+    wait_for(lambda: holding(subm_home, app_id), 60, f"{name} to hold both GPUs")
+    return app_id
+
+
 def status(app_id: str) -> dict:
     return run_json("status", app_id, env=GPUS)[1]
 
@@ -74,7 +87,7 @@ def seen(report: dict) -> Tuple[List[str], List[Tuple[float, float]]]:
 
 
 def test_two_jobs_that_together_ask_too_many_gpus_run_one_after_the_other(tmp_path, subm_home, no_leftovers):
-    first = submit(tmp_path, "turns-a", sleep=4)
+    first = submit_holding(tmp_path, subm_home, "turns-a", sleep=4)
     second = submit(tmp_path, "turns-b", sleep=1)
     no_leftovers.extend([first, second])
     waiting = wait_for(lambda: queued(second), 30, "the second job to queue",
@@ -96,7 +109,7 @@ def test_two_jobs_that_together_ask_too_many_gpus_run_one_after_the_other(tmp_pa
 
 
 def test_a_job_killed_while_queued_ends_killed_and_leaves_nothing_in_the_ledger(tmp_path, subm_home, no_leftovers):
-    running = submit(tmp_path, "kill-a", sleep=300)
+    running = submit_holding(tmp_path, subm_home, "kill-a", sleep=300)
     waiting = submit(tmp_path, "kill-b", sleep=1)
     no_leftovers.extend([running, waiting])
     wait_for(lambda: queued(waiting), 30, "the second job to queue")
@@ -104,13 +117,13 @@ def test_a_job_killed_while_queued_ends_killed_and_leaves_nothing_in_the_ledger(
     assert rc == 0, err
     assert killed["state"] == "KILLED"
     assert {e["job"] for e in ledger(subm_home)["gpus"].values()} == {running}
-    assert ledger(subm_home)["waiting"] == {}
+    wait_for(lambda: ledger(subm_home)["waiting"] == {}, 30, "the killed job to leave the waiting list")
     run_json("kill", running, env=GPUS)
-    assert ledger(subm_home) == {"gpus": {}, "waiting": {}}
+    wait_for(lambda: ledger(subm_home) == {"gpus": {}, "waiting": {}}, 30, "an empty ledger")
 
 
 def test_gpus_of_a_job_whose_am_was_killed_go_to_the_next_job(tmp_path, subm_home, no_leftovers):
-    crashed = submit(tmp_path, "crash-a", sleep=300)
+    crashed = submit_holding(tmp_path, subm_home, "crash-a", sleep=300)
     waiting = submit(tmp_path, "crash-b", sleep=1)
     no_leftovers.extend([crashed, waiting])
     wait_for(lambda: queued(waiting), 30, "the second job to queue")
@@ -142,6 +155,7 @@ def test_a_gang_restart_gets_the_jobs_own_gpus_back_while_another_job_waits(tmp_
     rc, started, err = run_json("run", str(job), "--backend", "local", "--detach", env=GPUS)
     assert rc == 0, err
     restarting = started["app_id"]
+    wait_for(lambda: holding(subm_home, restarting), 60, "the restarting job to hold both GPUs")
     waiting = submit(tmp_path, "behind", sleep=1)
     no_leftovers.extend([restarting, waiting])
     wait_for(lambda: queued(waiting), 30, "the second job to queue")
