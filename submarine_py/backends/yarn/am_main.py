@@ -20,7 +20,7 @@ from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
-from .rest import ResourceManager, node_log
+from .rest import ResourceManager, node_log, without_kerberos
 
 log = logging.getLogger("subm.am.yarn")
 #: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
@@ -38,6 +38,9 @@ def main_yarn(job_file: str) -> int:
     """Run the job's AM in this container."""
     import skein
 
+    # The container holds YARN's tokens, not a Kerberos ticket: on a secure cluster the AM's
+    # REST reads are refused, and admission admits every gang at once (YarnContainers.admit).
+    without_kerberos()
     meta = load_job_file(job_file)
     # The job's files were checked where it was submitted; YARN localized them.
     plan = plan_of(meta, check_files=False)

@@ -3,13 +3,18 @@
 Everything the CLI needs after submission (status, list, kill, logs) goes
 through here, so those commands never start a JVM. Every call names the user
 (``user.name``, Hadoop's simple HTTP authentication), so YARN records who did
-what and its ACLs apply. A ResourceManager that does not answer (restarting,
-failing over) is waited for, up to ``SUBM_RM_WAIT`` seconds (120), saying so.
+what and its ACLs apply. On a secure cluster, whose web endpoints answer 401 with
+``WWW-Authenticate: Negotiate``, the call is made again with SPNEGO (``requests-gssapi``,
+the Kerberos ticket of ``kerberos.py``'s login): every call carries an auth that acts
+only on such an answer, so plain and secure clusters work alike without saying which.
+A ResourceManager that does not answer (restarting, failing over) is waited for, up to
+``SUBM_RM_WAIT`` seconds (120), saying so.
 """
 from __future__ import annotations
 
 import getpass
 import itertools
+import logging
 import os
 import sys
 import time
@@ -19,7 +24,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import requests
 
-from ...errors import BackendError, JobNotFoundError, SpecError
+from ...errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
 
 GPU = "yarn.io/gpu"
 #: How long a command waits for a ResourceManager that does not answer, by default.
@@ -30,8 +35,85 @@ INFO = "/ws/v1/cluster/info"
 
 
 def yarn_user() -> str:
-    """Who YARN should see: HADOOP_USER_NAME (as Hadoop's own clients), else the login name."""
+    """Who YARN should see: on a secure cluster the Kerberos login's short name (``alice`` of
+    ``alice@REALM``, as the default ``auth_to_local`` rule maps it); else HADOOP_USER_NAME (as
+    Hadoop's own clients), else the login name."""
+    from . import kerberos
+
+    login = kerberos.active()
+    if login is not None and login.principal:
+        return login.principal.split("@")[0].split("/")[0]
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+
+
+#: Whether calls answer a Negotiate challenge with SPNEGO. Off in the AM's container, which
+#: holds YARN's tokens but no Kerberos ticket (see :func:`without_kerberos`).
+_spnego = True
+
+
+def without_kerberos() -> None:
+    """Make this process's calls plain: a 401 stays a 401 (the AM's reads then fail, and what
+    rests on them degrades: admission admits at once, diagnostics go without the node's word)."""
+    global _spnego
+    _spnego = False
+
+
+def _asks_negotiate(resp: requests.Response) -> bool:
+    return resp.status_code == 401 and "negotiate" in resp.headers.get("WWW-Authenticate", "").lower()
+
+
+def _refused(resp: requests.Response) -> CredentialsError:
+    """Why a secure cluster's endpoint still answered 401 after SPNEGO, as one line."""
+    from . import kerberos
+
+    host = requests.utils.urlparse(resp.url).hostname
+    principal = kerberos.ticket_principal()  # raises for no ticket or an expired one
+    return CredentialsError(f"{host} refused the Kerberos ticket of {principal} (SPNEGO, 401): is HTTP/{host} "
+                            "a principal of the cluster's realm, and the host name the one in its keytab? "
+                            "`kvno HTTP/" + f"{host}` tells")
+
+
+class _NoGssapi(requests.auth.AuthBase):
+    """Where requests-gssapi is not installed: a Negotiate challenge is answered by saying so."""
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.register_hook("response", self._check)
+        return request
+
+    @staticmethod
+    def _check(resp: requests.Response, **_: Any) -> requests.Response:
+        if _asks_negotiate(resp):
+            raise CredentialsError(f"{requests.utils.urlparse(resp.url).hostname} asks for Kerberos (SPNEGO) and "
+                                   "requests-gssapi is not installed: pip install 'submarine-py[yarn]'")
+        return resp
+
+
+def http_auth() -> Optional[requests.auth.AuthBase]:
+    """The auth every call carries: SPNEGO, used only when the endpoint answers 401 asking for
+    it (None in the AM, see :func:`without_kerberos`)."""
+    if not _spnego:
+        return None
+    try:
+        from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
+    except ImportError:
+        return _NoGssapi()
+    # requests-gssapi logs a failed GSSAPI step with its traceback; the failure is ours to say.
+    logging.getLogger("requests_gssapi").setLevel(logging.CRITICAL)
+
+    class Negotiate(HTTPSPNEGOAuth):
+        def handle_response(self, response: requests.Response, **kwargs: Any) -> requests.Response:
+            if "num_401s" in kwargs or not _asks_negotiate(response):
+                return super().handle_response(response, **kwargs)
+            from . import kerberos
+
+            kerberos.refresh()  # a ticket near its end, renewed or taken again from the keytab
+            answer = super().handle_response(response, **kwargs)
+            if _asks_negotiate(answer):
+                raise _refused(answer)
+            return answer
+
+    # Hadoop's endpoints do not always send a token back: mutual authentication is optional.
+    return Negotiate(mutual_authentication=OPTIONAL)
 
 
 def hadoop_conf_dir() -> str:
@@ -124,6 +206,7 @@ class ResourceManager:
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
         self.say = say
         self.session = requests.Session()
+        self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
         self.session.params = {"user.name": yarn_user()}
 
@@ -173,6 +256,10 @@ class ResourceManager:
         resp = self._request("GET", path, params=params or None)
         if resp.status_code == 404:
             raise JobNotFoundError(f"the ResourceManager has no {path}")
+        if resp.status_code == 403:
+            raise AccessDeniedError(f"YARN refused {yarn_user()} GET {path}: a job's view ACL (acls.view in its job "
+                                    "file) does not name them; its owner, those it names and the cluster's admins "
+                                    "(yarn.admin.acl) may see it")
         if resp.status_code >= 400:
             raise BackendError(f"the ResourceManager answered {resp.status_code} to GET {path}: {resp.text[:300]}")
         try:
@@ -288,6 +375,10 @@ class ResourceManager:
         resp = self._request("PUT", f"/ws/v1/cluster/apps/{app_id}/state", json=body)
         if resp.status_code == 404:
             raise JobNotFoundError(f"YARN knows no application {app_id}")
+        if resp.status_code == 403:
+            raise AccessDeniedError(f"YARN refused {yarn_user()} to kill {app_id}: the job's modify ACL (acls.modify "
+                                    "in its job file) does not name them; its owner, those it names and the "
+                                    "cluster's admins (yarn.admin.acl) may kill it")
         if resp.status_code >= 400:
             raise BackendError(f"YARN refused to kill {app_id}: {resp.status_code} {resp.text[:300]}")
 
@@ -325,7 +416,8 @@ def node_log_sizes(node_http: str, container_id: str, timeout: float = 10.0) -> 
     """``{file name: size}`` of a container's log files (None when the NM does not know it)."""
     try:
         resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
+                            auth=http_auth())
         if resp.status_code != 200:
             return None
         data = resp.json()
@@ -367,7 +459,7 @@ def stream_node_log(node_http: str, container_id: str, name: str, offset: int, w
         params = {"user.name": yarn_user()} if want is None else {"user.name": yarn_user(), "size": str(-want)}
         try:
             resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
-                                params=params, timeout=timeout, stream=True)
+                                params=params, timeout=timeout, stream=True, auth=http_auth())
         except requests.RequestException:
             return None
         with resp:
@@ -440,7 +532,8 @@ def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dic
     base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
         resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
+                            auth=http_auth())
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
     except (requests.RequestException, ValueError):
         return {}

@@ -1,0 +1,305 @@
+"""Secure (Kerberized) YARN: who may submit, see and stop a job, and how.
+
+The ``unit`` tests need no cluster. The ``secure`` ones run on the Kerberized rig of
+``../shared/yarn-rig/secure`` (``bash scripts/with-secure-rig.sh bash scripts/test.sh -m secure``:
+users alice and bob with keytabs in ``/tmp/krb``, SPNEGO on every web endpoint, YARN's ACLs on);
+each user's ticket lives in a ticket cache of the test's own (``KRB5CCNAME``).
+"""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm
+from submarine_py.errors import CredentialsError, SpecError
+from submarine_py.jobfile import spec_from_dict
+from submarine_py.jobfile.model import KerberosSpec
+from submarine_py.plan import make_plan
+
+#: Where the secure rig keeps the users' keytabs.
+KEYTABS = Path(os.environ.get("SUBM_SECURE_KEYTABS", "/tmp/krb"))
+
+
+def job(**more) -> dict:
+    data = {"name": "secure-job", "tags": ["subm-test"],
+            "roles": {"worker": {"instances": 2, "resources": {"memory": "256 MiB"},
+                                 "command": "echo task runs as $(id -un); sleep 5"}}}
+    data.update(more)
+    return data
+
+
+# -- the job file and the application spec (no cluster) ------------------------------------------
+@pytest.mark.unit
+def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls(tmp_path):
+    skein = pytest.importorskip("skein")
+    from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
+
+    spec = spec_from_dict(job(acls={"view": ["bob", "group:research"], "modify": ["carol", "*"]}))
+    opts = YarnOptions(job_file=str(tmp_path / "j"), token_file=str(tmp_path / "t"), rm_url="http://rm:8088")
+    acls = build_application_spec(make_plan(spec), opts).acls
+    assert acls.enable is True
+    assert (acls.view_users, acls.view_groups, acls.ui_users) == (["bob"], ["research"], ["bob"])
+    assert (acls.modify_users, acls.modify_groups) == (["carol", "*"], [])
+    # Without acls, YARN's defaults: skein sets none.
+    assert build_application_spec(make_plan(spec_from_dict(job())), opts).acls.enable is False
+    assert isinstance(acls, skein.ACLs)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("acls, message", [
+    ({"view": "bob smith"}, "acls.view[0]: expected a user name, group:NAME or *"),
+    ({"modify": [3]}, "acls.modify[0]: expected a user name"),
+    ({"kill": ["bob"]}, "acls.kill: unknown field; known fields: view, modify"),
+    ({"view": {"bob": 1}}, "acls.view: expected a list of user names"),
+])
+def test_malformed_acls_are_refused_naming_the_entry(acls, message):
+    with pytest.raises(SpecError) as err:
+        spec_from_dict(job(acls=acls))
+    assert message in str(err.value)
+
+
+@pytest.mark.unit
+def test_the_job_file_gives_a_principal_with_its_keytab_or_neither():
+    with pytest.raises(SpecError, match="kerberos.keytab: is required"):
+        spec_from_dict(job(kerberos={"principal": "alice@RIG.TEST"}))
+    with pytest.raises(SpecError, match="kerberos.principal: expected name"):
+        spec_from_dict(job(kerberos={"principal": "alice smith", "keytab": "/k"}))
+
+
+@pytest.mark.unit
+def test_every_hdfs_filesystem_the_job_names_gets_a_delegation_token(tmp_path):
+    pytest.importorskip("skein")
+    from submarine_py.backends.yarn.app_spec import file_systems
+
+    spec = spec_from_dict(job(files={"data.csv": "hdfs://nn1:8020/data/train.csv", "conf.json": "hdfs://nn1:8020/c",
+                                     "model.bin": "viewfs://cluster/models/m", "notes": "https://example.com/n",
+                                     "other": "hdfs:///default/fs/file"},
+                              environment={"archive": "hdfs://nn2/envs/env.tar.gz"}))
+    assert file_systems(make_plan(spec)) == ["hdfs://nn1:8020", "viewfs://cluster", "hdfs://nn2"]
+
+
+# -- who submits (no cluster) --------------------------------------------------------------------
+@pytest.mark.unit
+def test_the_login_comes_from_the_options_then_the_environment_then_the_job_file(monkeypatch):
+    from submarine_py.backends.yarn import kerberos
+
+    in_file = KerberosSpec(principal="alice@R", keytab="/f/alice.keytab")
+    monkeypatch.delenv("SUBM_PRINCIPAL", raising=False)
+    monkeypatch.delenv("SUBM_KEYTAB", raising=False)
+    assert kerberos.requested() == kerberos.Login()  # the ticket cache
+    assert kerberos.requested(in_file).keytab == "/f/alice.keytab"
+    monkeypatch.setenv("SUBM_PRINCIPAL", "bob@R")
+    monkeypatch.setenv("SUBM_KEYTAB", "/e/bob.keytab")
+    assert kerberos.requested(in_file).principal == "bob@R"
+    assert kerberos.requested(in_file, principal="carol@R", keytab="/o/c.keytab").keytab == "/o/c.keytab"
+    monkeypatch.delenv("SUBM_KEYTAB")
+    with pytest.raises(SpecError, match="SUBM_PRINCIPAL/SUBM_KEYTAB: a keytab is needed too"):  # noqa
+        kerberos.requested(in_file)
+
+
+@pytest.mark.unit
+def test_a_driver_serves_one_login_only(tmp_path, monkeypatch):
+    from submarine_py.backends.yarn.kerberos import Login
+    from submarine_py.backends.yarn.skein_driver import config_dir_for
+
+    conf = secure_conf_dir(tmp_path)
+    monkeypatch.setenv("SUBM_SKEIN_HOME", str(tmp_path / "drivers"))
+    plain = config_dir_for(conf)
+    alice_ticket = config_dir_for(conf, Login(principal="alice@R"))
+    bob_ticket = config_dir_for(conf, Login(principal="bob@R"))
+    alice_keytab = config_dir_for(conf, Login(principal="alice@R", keytab="/k/alice.keytab"))
+    assert len({plain, alice_ticket, bob_ticket, alice_keytab}) == 4
+    assert alice_ticket == config_dir_for(conf, Login(principal="alice@R"))
+
+
+def secure_conf_dir(tmp_path: Path, rm: str = "127.0.0.1:9") -> str:
+    conf = tmp_path / "conf"
+    conf.mkdir(exist_ok=True)
+    site = "<configuration>{}</configuration>"
+    prop = "<property><name>{}</name><value>{}</value></property>"
+    (conf / "core-site.xml").write_text(site.format(prop.format("hadoop.security.authentication", "kerberos")))
+    (conf / "yarn-site.xml").write_text(site.format(prop.format("yarn.resourcemanager.webapp.address", rm)))
+    return str(conf)
+
+
+@pytest.mark.unit
+@pytest.mark.skipif(not shutil.which("klist"), reason="needs MIT Kerberos's klist (krb5-user)")
+def test_no_ticket_is_one_line_and_exit_2_before_anything_is_submitted(tmp_path):
+    """The RM's address answers nothing: the login is checked before the cluster is asked."""
+    (tmp_path / "job.yaml").write_text(json.dumps(job()))
+    env = {"HADOOP_CONF_DIR": secure_conf_dir(tmp_path), "KRB5CCNAME": f"FILE:{tmp_path}/no-cache",
+           "SUBM_RM_WAIT": "0"}
+    code, out, err = cli("run", str(tmp_path / "job.yaml"), "--backend", "yarn", env=env)
+    assert code == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert "no Kerberos ticket" in err and "run `kinit`" in err
+
+
+@pytest.mark.unit
+@pytest.mark.skipif(not shutil.which("kinit"), reason="needs MIT Kerberos's kinit (krb5-user)")
+def test_a_keytab_that_does_not_log_in_names_itself_and_what_to_run(tmp_path):
+    (tmp_path / "job.yaml").write_text(json.dumps(job()))
+    (tmp_path / "wrong.keytab").write_bytes(b"\x05\x02")  # a keytab with no key
+    env = {"HADOOP_CONF_DIR": secure_conf_dir(tmp_path), "SUBM_RM_WAIT": "0"}
+    code, out, err = cli("run", str(tmp_path / "job.yaml"), "--backend", "yarn", "--principal", "alice@R",
+                         "--keytab", str(tmp_path / "wrong.keytab"), env=env)
+    assert code == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert f"the keytab {tmp_path}/wrong.keytab (--principal/--keytab or SUBM_PRINCIPAL/SUBM_KEYTAB) " \
+           "does not log in alice@R" in err
+    assert "klist -kt" in err
+    code, out, err = cli("run", str(tmp_path / "job.yaml"), "--backend", "yarn", "--principal", "alice@R",
+                         "--keytab", str(tmp_path / "missing.keytab"), env=env)
+    assert code == 2 and "does not exist" in err, err
+
+
+class _Negotiating(http.server.BaseHTTPRequestHandler):
+    """A web endpoint as a secure cluster's: 401 asking for SPNEGO, whatever is asked."""
+
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", "Negotiate")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.unit
+@pytest.mark.skipif(not shutil.which("klist"), reason="needs MIT Kerberos's klist (krb5-user)")
+def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatch, tmp_path):
+    pytest.importorskip("requests_gssapi")
+    from submarine_py.backends.yarn.rest import ResourceManager, node_log
+
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path}/no-cache")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Negotiating)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(CredentialsError, match="no Kerberos ticket"):
+            ResourceManager(url, wait_seconds=0).nodes()
+        with pytest.raises(CredentialsError, match="no Kerberos ticket"):
+            node_log(url, "container_1", "stdout")
+    finally:
+        server.shutdown()
+
+
+# -- on the Kerberized rig ----------------------------------------------------------------------
+def _secure_rig() -> str:
+    conf = YARN_CONF_DIR or ""
+    core = Path(conf, "core-site.xml")
+    if not conf or not core.is_file() or "kerberos" not in core.read_text():
+        skip_without_yarn("no secure YARN: HADOOP_CONF_DIR must name a Kerberized cluster "
+                          "(bash scripts/with-secure-rig.sh ...)")
+    if not (KEYTABS / "alice.keytab").is_file():
+        skip_without_yarn(f"no keytabs for alice and bob in {KEYTABS} (../shared/yarn-rig/secure/up.sh)")
+    return conf
+
+
+@pytest.fixture(scope="module")
+def rig() -> str:
+    return _secure_rig()
+
+
+def ticket(tmp_path: Path, user: str) -> Dict[str, str]:
+    """A ticket for ``user`` in a cache of the test's own: what ``kinit`` leaves a user."""
+    cache = f"FILE:{tmp_path}/cc-{user}"
+    subprocess.run(["kinit", "-kt", str(KEYTABS / f"{user}.keytab"), "-c", cache, user], check=True)
+    return {"KRB5CCNAME": cache}
+
+
+def as_user(rig: str, tmp_path: Path, user: str, with_ticket: bool = True) -> Dict[str, str]:
+    env = {"HADOOP_CONF_DIR": rig, "SUBM_HOME": str(tmp_path / f"home-{user}")}
+    return {**env, **(ticket(tmp_path, user) if with_ticket else {"KRB5CCNAME": f"FILE:{tmp_path}/none-{user}"})}
+
+
+def write_job(tmp_path: Path, **more) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(job(**more)))
+    return str(path)
+
+
+@pytest.mark.secure
+def test_alice_runs_a_job_after_kinit_and_reads_its_status_and_logs(rig, tmp_path):
+    alice = as_user(rig, tmp_path, "alice")
+    code, out, err = subm("run", write_job(tmp_path), "-o", "json", env=alice, timeout=300)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["state"] == "SUCCEEDED" and report["user"] == "alice"
+    code, out, err = subm("status", report["app_id"], "-o", "json", env=alice)
+    assert code == 0 and json.loads(out)["state"] == "SUCCEEDED", err
+    code, out, err = subm("logs", report["app_id"], "--role", "worker", env=alice)
+    assert code == 0 and "task runs as" in out, err
+
+
+@pytest.mark.secure
+def test_alice_runs_a_job_with_a_keytab_and_no_ticket(rig, tmp_path):
+    alice = as_user(rig, tmp_path, "alice", with_ticket=False)
+    code, out, err = subm("run", write_job(tmp_path), "-o", "json", "--principal", "alice",
+                          "--keytab", str(KEYTABS / "alice.keytab"), env=alice, timeout=300)
+    assert code == 0, err
+    assert json.loads(out)["user"] == "alice"
+
+
+@pytest.mark.secure
+def test_no_ticket_stops_subm_run_and_status_with_one_line(rig, tmp_path):
+    nobody = as_user(rig, tmp_path, "alice", with_ticket=False)
+    code, out, err = subm("run", write_job(tmp_path), env=nobody)
+    assert code == 2 and err.strip().count("\n") == 0 and "run `kinit`" in err, err
+    code, out, err = subm("list", "--backend", "yarn", env=nobody)
+    assert code == 2 and "no Kerberos ticket" in err, err
+
+
+@pytest.mark.secure
+def test_bob_cannot_kill_alices_job_and_alice_can(rig, tmp_path):
+    alice, bob = as_user(rig, tmp_path, "alice"), as_user(rig, tmp_path, "bob")
+    code, app_id, err = subm("run", write_job(tmp_path, roles={"worker": {
+        "resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach", env=alice, timeout=120)
+    assert code == 0, err
+    app_id = app_id.strip()
+    try:
+        code, out, err = subm("kill", app_id, env=bob)
+        assert code == 1, (out, err)
+        assert err.strip().count("\n") == 0 and "modify ACL" in err and "bob" in err, err
+        code, out, err = subm("kill", app_id, "-o", "json", env=alice)
+        assert code == 0 and json.loads(out)["state"] == "KILLED", err
+    finally:
+        subm("kill", app_id, env=alice)
+
+
+@pytest.mark.secure
+def test_a_modify_acl_lets_bob_kill_alices_job(rig, tmp_path):
+    alice, bob = as_user(rig, tmp_path, "alice"), as_user(rig, tmp_path, "bob")
+    code, app_id, err = subm("run", write_job(tmp_path, acls={"view": ["bob"], "modify": ["bob"]}, roles={
+        "worker": {"resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach", env=alice,
+        timeout=120)
+    assert code == 0, err
+    app_id = app_id.strip()
+    try:
+        code, out, err = subm("kill", app_id, "-o", "json", env=bob)
+        assert code == 0 and json.loads(out)["state"] == "KILLED", err
+    finally:
+        subm("kill", app_id, env=alice)
+
+
+@pytest.mark.secure
+@pytest.mark.skipif(os.environ.get("SUBM_SECURE_LONG") != "1",
+                    reason="6 minutes: set SUBM_SECURE_LONG=1 on a rig with RIG_TICKET_LIFETIME=5m")
+def test_a_job_outlives_a_five_minute_ticket(rig, tmp_path):
+    """kinit's ticket lasts 5 minutes on that rig; the job runs 6 and `subm run` follows it to the end."""
+    alice = as_user(rig, tmp_path, "alice")
+    started = time.monotonic()
+    code, out, err = subm("run", write_job(tmp_path, roles={"worker": {
+        "resources": {"memory": "256 MiB"}, "command": "sleep 360"}}), "-o", "json", env=alice, timeout=600)
+    assert code == 0, err
+    assert json.loads(out)["state"] == "SUCCEEDED" and time.monotonic() - started > 360
