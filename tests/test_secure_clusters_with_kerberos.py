@@ -194,6 +194,58 @@ def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatc
         server.shutdown()
 
 
+# -- the admin's side: subm hadoop-conf ----------------------------------------------------------
+def props(text: str) -> Dict[str, str]:
+    import xml.etree.ElementTree as ET
+
+    return {p.findtext("name"): p.findtext("value") or "" for p in ET.fromstring(text.encode()).iter("property")}
+
+
+#: The rig's daemons run as root (secure/up.sh), its admins are root, and its NodeManagers reach
+#: the RM from 127.0.0.1 (so service-level authorization is off there).
+RIG_VALUES = {"kerberos_realm": "RIG.TEST", "keytab_dir": "/tmp/krb", "daemon_user": "root",
+              "yarn_admins": "root", "service_authorization": "false"}
+
+
+@pytest.mark.unit
+def test_hadoop_conf_with_a_realm_adds_principals_keytabs_spnego_acls_and_a_core_site():
+    from submarine_py.hadoopconf import render_hadoop_conf
+
+    plain = render_hadoop_conf()
+    assert "core-site.xml" not in plain and "yarn.resourcemanager.principal" not in props(plain["yarn-site.xml"])
+    files = render_hadoop_conf({"kerberos_realm": "EXAMPLE.COM"})
+    site, core = props(files["yarn-site.xml"]), props(files["core-site.xml"])
+    assert site["yarn.resourcemanager.principal"] == "rm/_HOST@EXAMPLE.COM"
+    assert site["yarn.nodemanager.keytab"] == "/etc/security/keytabs/yarn.keytab"
+    assert site["yarn.nodemanager.webapp.spnego-keytab-file"] == "/etc/security/keytabs/http.keytab"
+    assert site["yarn.acl.enable"] == "true" and site["yarn.admin.acl"] == "yarn"
+    # Secure mode needs the LinuxContainerExecutor: tasks run as the submitting user.
+    assert site["yarn.nodemanager.container-executor.class"].endswith(".LinuxContainerExecutor")
+    assert core["hadoop.security.authentication"] == "kerberos"
+    assert core["hadoop.http.authentication.type"] == "kerberos"
+    assert "RULE:[1:$1@$0](.*@EXAMPLE.COM)s/@.*//" in core["hadoop.security.auth_to_local"]
+    with pytest.raises(SpecError, match="kerberos_realm: expected an upper-case Kerberos realm"):
+        render_hadoop_conf({"kerberos_realm": "example.com"})
+
+
+@pytest.mark.secure
+def test_hadoop_conf_renders_the_secure_settings_the_rig_runs_with(rig):
+    """Every secure-mode property `subm hadoop-conf` renders that the rig sets, it sets alike
+    (_HOST is the RM's own name there)."""
+    from submarine_py.hadoopconf import render_hadoop_conf
+
+    files = render_hadoop_conf(RIG_VALUES)
+    checked = 0
+    for name in ("core-site.xml", "yarn-site.xml"):
+        ours, rigs = props(files[name]), props(Path(rig, name).read_text())
+        for key, value in ours.items():
+            if key in rigs and ("security" in key or "kerberos" in key or "spnego" in key or "principal" in key
+                                or "keytab" in key or "acl" in key or key.startswith("hadoop.http")):
+                assert rigs[key].replace("rm.rig.test", "_HOST") == value, key
+                checked += 1
+    assert checked >= 15
+
+
 # -- on the Kerberized rig ----------------------------------------------------------------------
 def _secure_rig() -> str:
     conf = YARN_CONF_DIR or ""

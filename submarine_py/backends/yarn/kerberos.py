@@ -159,12 +159,12 @@ def ticket_principal() -> str:
     if not principal:
         raise CredentialsError("no Kerberos ticket: this cluster is secure (hadoop.security.authentication="
                                "kerberos); run `kinit` (or `kinit -kt KEYTAB PRINCIPAL`), or give "
-                               "--principal and --keytab")
+                               "a principal and keytab (--principal/--keytab, SUBM_PRINCIPAL/SUBM_KEYTAB)")
     if expires is not None and expires <= time.time():
         raise CredentialsError(f"the Kerberos ticket of {principal} expired at "
                                f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(expires))}: run "
                                f"`kinit {principal}` (or `kinit -R` while it is renewable), or give "
-                               "--principal and --keytab")
+                               "a principal and keytab (--principal/--keytab, SUBM_PRINCIPAL/SUBM_KEYTAB)")
     return principal
 
 
@@ -216,7 +216,8 @@ def _gssapi_principal() -> str:
         creds = gssapi.Credentials(usage="initiate")
         return str(creds.name)
     except gssapi.exceptions.ExpiredCredentialsError:
-        raise CredentialsError("your Kerberos ticket expired: run `kinit`, or give a principal and keytab (--principal/--keytab, SUBM_PRINCIPAL/SUBM_KEYTAB)") from None
+        raise CredentialsError("your Kerberos ticket expired: run `kinit`, or give a principal and keytab "
+                               "(--principal/--keytab, SUBM_PRINCIPAL/SUBM_KEYTAB)") from None
     except gssapi.exceptions.GSSError:
-        raise CredentialsError("no Kerberos ticket: this cluster is secure; run `kinit`, or give --principal "
-                               "and --keytab") from None
+        raise CredentialsError("no Kerberos ticket: this cluster is secure; run `kinit`, or give a principal "
+                               "and keytab (--principal/--keytab, SUBM_PRINCIPAL/SUBM_KEYTAB)") from None
