@@ -194,6 +194,39 @@ def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatc
         server.shutdown()
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("value", [0, 1, 127, -112, 128, 300, 70000, -113, -70000, 2**31 - 1])
+def test_hadoops_variable_length_integers_round_trip(value):
+    from submarine_py.backends.yarn.tokens import read_vint, write_vint
+
+    assert read_vint(write_vint(value), 0) == (value, len(write_vint(value)))
+
+
+@pytest.mark.unit
+def test_the_am_finds_its_rm_delegation_token_in_the_containers_token_file(tmp_path):
+    """A Credentials file as Hadoop writes it (version 0): an AMRM token, then the RM's."""
+    import base64
+
+    from submarine_py.backends.yarn.tokens import RM_TOKEN_HEADER, read_vint, rm_token_header, write_vint
+
+    def text(b: bytes) -> bytes:
+        return write_vint(len(b)) + b
+
+    tokens = [(b"amrm-alias", b"\x01id", b"pw", b"YARN_AM_RM_TOKEN", b""),
+              (b"rm-alias", b"\x00\x05alice" * 30, b"secret" * 5, b"RM_DELEGATION_TOKEN", b"127.0.0.80:8032")]
+    body = write_vint(len(tokens)) + b"".join(b"".join(text(x) for x in t) for t in tokens) + write_vint(0)
+    (tmp_path / "tokens").write_bytes(b"HDTS\x00" + body)
+    header = rm_token_header(str(tmp_path / "tokens"))[RM_TOKEN_HEADER]
+    raw = base64.urlsafe_b64decode(header + "=" * (-len(header) % 4))
+    fields, at = [], 0
+    for _ in range(4):
+        size, at = read_vint(raw, at)
+        fields.append(raw[at:at + size])
+        at += size
+    assert tuple(fields) == tokens[1][1:] and at == len(raw)
+    assert rm_token_header(str(tmp_path / "missing")) == {}
+
+
 # -- the admin's side: subm hadoop-conf ----------------------------------------------------------
 def props(text: str) -> Dict[str, str]:
     import xml.etree.ElementTree as ET

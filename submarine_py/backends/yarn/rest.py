@@ -200,7 +200,7 @@ class ResourceManager:
     say_every = 15.0
 
     def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
-                 say: Callable[[str], None] = _say):
+                 say: Callable[[str], None] = _say, headers: Optional[Dict[str, str]] = None):
         self.url = (url or rm_address()).rstrip("/")
         self.timeout = timeout
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
@@ -208,6 +208,7 @@ class ResourceManager:
         self.session = requests.Session()
         self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
+        self.session.headers.update(headers or {})  # the AM's: its RM delegation token (tokens.py)
         self.session.params = {"user.name": yarn_user()}
 
     def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
