@@ -9,6 +9,8 @@
 # rm.rig.test and nm1/nm2.rig.test (127.0.0.80-82), its folders /tmp/krb (keytabs of alice and
 # bob) and /tmp/krb-rig, and /etc/krb5.conf while it runs: one such rig per machine. Tickets
 # last RIG_TICKET_LIFETIME (5m here, so that the long test sees a job outlive one).
+# SUBM_SECURE_LCE=1: its NodeManagers then run the LinuxContainerExecutor (scripts/secure-lce.sh),
+# so tasks run as the user who submitted.
 # The command gets the rig's env.sh (HADOOP_CONF_DIR, JAVA_HOME, SKEIN_DRIVER_JAVA_OPTIONS),
 # its own skein config and drivers (SKEIN_CONFIG, SUBM_SKEIN_HOME), SUBM_SECURE_KEYTABS and
 # SUBM_SECURE_LONG=1. The command's exit status is this script's.
@@ -40,7 +42,10 @@ RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} bash "$shared/secure/up.sh" >"$di
   || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
 tail -1 "$dir/up.log" >&2
 grep -q "2 node(s) RUNNING" "$dir/up.log" || { rc=1; echo "with-secure-rig.sh: its NodeManagers are not RUNNING" >&2; exit 1; }
-echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s" >&2
+if [ "${SUBM_SECURE_LCE:-}" = 1 ]; then  # tasks as their users (scripts/secure-lce.sh)
+  bash "$repo/scripts/secure-lce.sh" >>"$dir/up.log" 2>&1 || { rc=1; cat "$dir/up.log" >&2; exit 1; }
+fi
+echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s${SUBM_SECURE_LCE:+ (LinuxContainerExecutor)}" >&2
 # shellcheck disable=SC1091
 source /tmp/krb-rig/env.sh
 export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers SUBM_SECURE_KEYTABS=/tmp/krb SUBM_SECURE_LONG=1

@@ -15,11 +15,12 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict
+import tempfile
+from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm
+from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm_argv, subm_env
 from submarine_py.errors import CredentialsError, SpecError
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.jobfile.model import KerberosSpec
@@ -296,95 +297,129 @@ def rig() -> str:
     return _secure_rig()
 
 
-def ticket(tmp_path: Path, user: str) -> Dict[str, str]:
-    """A ticket for ``user`` in a cache of the test's own: what ``kinit`` leaves a user."""
-    cache = f"FILE:{tmp_path}/cc-{user}"
-    subprocess.run(["kinit", "-kt", str(KEYTABS / f"{user}.keytab"), "-c", cache, user], check=True)
-    return {"KRB5CCNAME": cache}
+class User:
+    """A user of the rig as a person would be one: their own Unix account (made by the rig), home
+    for subm (SUBM_HOME, skein's drivers) and ticket cache; ``subm`` runs as them (runuser)."""
+
+    def __init__(self, name: str, rig: str, with_ticket: bool = True):
+        self.name = name
+        self.dir = Path(tempfile.mkdtemp(prefix=f"subm-secure-{name}-"))
+        shutil.chown(self.dir, name)
+        self.env = {"HADOOP_CONF_DIR": rig, "HOME": str(self.dir), "SUBM_HOME": str(self.dir / "subm"),
+                    "SUBM_SKEIN_HOME": str(self.dir / "skein"), "KRB5CCNAME": f"FILE:{self.dir}/cc",
+                    "SKEIN_CONFIG": str(self.dir / "skein-config")}
+        if with_ticket:
+            self.run(["kinit", "-kt", str(KEYTABS / f"{name}.keytab"), name], check=True)
+
+    def run(self, argv, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+        env = subm_env(self.env)
+        return subprocess.run(["runuser", "-u", self.name, "--", *argv], env=env, cwd=self.dir, text=True,
+                              capture_output=True, timeout=timeout, check=check)
+
+    def subm(self, *args: str, timeout: float = 300) -> Tuple[int, str, str]:
+        done = self.run(subm_argv(*args), timeout=timeout)
+        return done.returncode, done.stdout, done.stderr
+
+    def job_file(self, **more) -> str:
+        path = self.dir / "job.yaml"
+        path.write_text(json.dumps(job(**more)))
+        shutil.chown(path, self.name)
+        return str(path)
+
+    def stop_drivers(self) -> None:
+        from submarine_py.backends.yarn.skein_driver import stop_drivers
+
+        stop_drivers(str(self.dir / "skein"))
 
 
-def as_user(rig: str, tmp_path: Path, user: str, with_ticket: bool = True) -> Dict[str, str]:
-    env = {"HADOOP_CONF_DIR": rig, "SUBM_HOME": str(tmp_path / f"home-{user}")}
-    return {**env, **(ticket(tmp_path, user) if with_ticket else {"KRB5CCNAME": f"FILE:{tmp_path}/none-{user}"})}
+@pytest.fixture
+def users(rig):
+    made: List[User] = []
 
+    def make(name: str, with_ticket: bool = True) -> User:
+        made.append(User(name, rig, with_ticket))
+        return made[-1]
 
-def write_job(tmp_path: Path, **more) -> str:
-    path = tmp_path / "job.yaml"
-    path.write_text(json.dumps(job(**more)))
-    return str(path)
+    yield make
+    for user in made:
+        user.stop_drivers()
+        shutil.rmtree(user.dir, ignore_errors=True)
 
 
 @pytest.mark.secure
-def test_alice_runs_a_job_after_kinit_and_reads_its_status_and_logs(rig, tmp_path):
-    alice = as_user(rig, tmp_path, "alice")
-    code, out, err = subm("run", write_job(tmp_path), "-o", "json", env=alice, timeout=300)
+def test_alice_runs_a_job_after_kinit_and_reads_its_status_and_logs(users):
+    alice = users("alice")
+    code, out, err = alice.subm("run", alice.job_file(), "-o", "json")
     assert code == 0, err
     report = json.loads(out)
     assert report["state"] == "SUCCEEDED" and report["user"] == "alice"
-    code, out, err = subm("status", report["app_id"], "-o", "json", env=alice)
+    code, out, err = alice.subm("status", report["app_id"], "-o", "json")
     assert code == 0 and json.loads(out)["state"] == "SUCCEEDED", err
-    code, out, err = subm("logs", report["app_id"], "--role", "worker", env=alice)
-    assert code == 0 and "task runs as" in out, err
+    code, logs, err = alice.subm("logs", report["app_id"], "--role", "worker")
+    assert code == 0 and "task runs as" in logs, err
+    code, out, err = alice.subm("list", "--all", "-o", "json")
+    assert code == 0 and report["app_id"] in out, err
+    if os.environ.get("SUBM_SECURE_LCE") == "1":  # the LinuxContainerExecutor: tasks run as their user
+        assert "task runs as alice" in logs
 
 
 @pytest.mark.secure
-def test_alice_runs_a_job_with_a_keytab_and_no_ticket(rig, tmp_path):
-    alice = as_user(rig, tmp_path, "alice", with_ticket=False)
-    code, out, err = subm("run", write_job(tmp_path), "-o", "json", "--principal", "alice",
-                          "--keytab", str(KEYTABS / "alice.keytab"), env=alice, timeout=300)
+def test_alice_runs_a_job_with_a_keytab_and_no_ticket(users):
+    alice = users("alice", with_ticket=False)
+    code, out, err = alice.subm("run", alice.job_file(), "-o", "json", "--principal", "alice",
+                                "--keytab", str(KEYTABS / "alice.keytab"))
     assert code == 0, err
     assert json.loads(out)["user"] == "alice"
 
 
 @pytest.mark.secure
-def test_no_ticket_stops_subm_run_and_status_with_one_line(rig, tmp_path):
-    nobody = as_user(rig, tmp_path, "alice", with_ticket=False)
-    code, out, err = subm("run", write_job(tmp_path), env=nobody)
+def test_no_ticket_stops_subm_run_and_status_with_one_line(users):
+    alice = users("alice", with_ticket=False)
+    code, out, err = alice.subm("run", alice.job_file())
     assert code == 2 and err.strip().count("\n") == 0 and "run `kinit`" in err, err
-    code, out, err = subm("list", "--backend", "yarn", env=nobody)
+    code, out, err = alice.subm("list", "--backend", "yarn")
     assert code == 2 and "no Kerberos ticket" in err, err
 
 
 @pytest.mark.secure
-def test_bob_cannot_kill_alices_job_and_alice_can(rig, tmp_path):
-    alice, bob = as_user(rig, tmp_path, "alice"), as_user(rig, tmp_path, "bob")
-    code, app_id, err = subm("run", write_job(tmp_path, roles={"worker": {
-        "resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach", env=alice, timeout=120)
+def test_bob_cannot_kill_alices_job_and_alice_can(users):
+    alice, bob = users("alice"), users("bob")
+    code, app_id, err = alice.subm("run", alice.job_file(roles={"worker": {
+        "resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach")
     assert code == 0, err
     app_id = app_id.strip()
     try:
-        code, out, err = subm("kill", app_id, env=bob)
+        code, out, err = bob.subm("kill", app_id)
         assert code == 1, (out, err)
         assert err.strip().count("\n") == 0 and "modify ACL" in err and "bob" in err, err
-        code, out, err = subm("kill", app_id, "-o", "json", env=alice)
+        code, out, err = alice.subm("kill", app_id, "-o", "json")
         assert code == 0 and json.loads(out)["state"] == "KILLED", err
     finally:
-        subm("kill", app_id, env=alice)
+        alice.subm("kill", app_id)
 
 
 @pytest.mark.secure
-def test_a_modify_acl_lets_bob_kill_alices_job(rig, tmp_path):
-    alice, bob = as_user(rig, tmp_path, "alice"), as_user(rig, tmp_path, "bob")
-    code, app_id, err = subm("run", write_job(tmp_path, acls={"view": ["bob"], "modify": ["bob"]}, roles={
-        "worker": {"resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach", env=alice,
-        timeout=120)
+def test_a_modify_acl_lets_bob_kill_alices_job(users):
+    alice, bob = users("alice"), users("bob")
+    code, app_id, err = alice.subm("run", alice.job_file(acls={"view": ["bob"], "modify": ["bob"]}, roles={
+        "worker": {"resources": {"memory": "256 MiB"}, "command": "sleep 300"}}), "--detach")
     assert code == 0, err
     app_id = app_id.strip()
     try:
-        code, out, err = subm("kill", app_id, "-o", "json", env=bob)
+        code, out, err = bob.subm("kill", app_id, "-o", "json")
         assert code == 0 and json.loads(out)["state"] == "KILLED", err
     finally:
-        subm("kill", app_id, env=alice)
+        alice.subm("kill", app_id)
 
 
 @pytest.mark.secure
 @pytest.mark.skipif(os.environ.get("SUBM_SECURE_LONG") != "1",
                     reason="6 minutes: set SUBM_SECURE_LONG=1 on a rig with RIG_TICKET_LIFETIME=5m")
-def test_a_job_outlives_a_five_minute_ticket(rig, tmp_path):
+def test_a_job_outlives_a_five_minute_ticket(users):
     """kinit's ticket lasts 5 minutes on that rig; the job runs 6 and `subm run` follows it to the end."""
-    alice = as_user(rig, tmp_path, "alice")
+    alice = users("alice")
     started = time.monotonic()
-    code, out, err = subm("run", write_job(tmp_path, roles={"worker": {
-        "resources": {"memory": "256 MiB"}, "command": "sleep 360"}}), "-o", "json", env=alice, timeout=600)
+    code, out, err = alice.subm("run", alice.job_file(roles={"worker": {
+        "resources": {"memory": "256 MiB"}, "command": "sleep 360"}}), "-o", "json", timeout=600)
     assert code == 0, err
     assert json.loads(out)["state"] == "SUCCEEDED" and time.monotonic() - started > 360

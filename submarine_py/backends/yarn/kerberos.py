@@ -40,13 +40,17 @@ class Login:
     keytab: Optional[str] = None
     #: Where it came from, for messages: ``--keytab``, ``SUBM_KEYTAB``, ``kerberos.keytab``.
     source: str = ""
+    #: The ticket cache (``KRB5CCNAME``) a ticket-cache login uses.
+    cache: str = ""
 
     @property
     def key(self) -> str:
         """What a skein driver started for this login is kept under: never shared with another."""
         if self.keytab:
             return f"keytab:{self.principal}:{os.path.realpath(self.keytab)}"
-        return f"ticket:{self.principal or ''}"
+        # A driver reads the ticket cache it was started with (and renews it): another cache
+        # is another login, even for the same principal.
+        return f"ticket:{self.principal or ''}:{self.cache}"
 
 
 def is_secure(conf_dir: str) -> bool:
@@ -91,7 +95,8 @@ def log_in(conf_dir: str, login: Login) -> Login:
     if login.keytab:
         _kinit_keytab(login)
     else:
-        login = Login(principal=ticket_principal(), source="ticket cache")
+        login = Login(principal=ticket_principal(), source="ticket cache",
+                      cache=os.environ.get("KRB5CCNAME") or f"FILE:/tmp/krb5cc_{os.getuid()}")
     _active, _expires = login, _ends()
     return login
 
