@@ -20,7 +20,8 @@ from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
-from .rest import ResourceManager, node_log, without_kerberos
+from .rest import ResourceManager, node_log
+from .spnego import without_kerberos
 from .tokens import rm_token_header
 
 log = logging.getLogger("subm.am.yarn")
