@@ -13,7 +13,9 @@
 # so tasks run as the user who submitted.
 # The command gets the rig's env.sh (HADOOP_CONF_DIR, JAVA_HOME, SKEIN_DRIVER_JAVA_OPTIONS),
 # its own skein config and drivers (SKEIN_CONFIG, SUBM_SKEIN_HOME), SUBM_SECURE_KEYTABS and
-# SUBM_SECURE_LONG=1. The command's exit status is this script's.
+# SUBM_SECURE_LONG=1, and SUBM_SECURE_PYTHON: an interpreter alice and bob can run (Debian's python3
+# with the packages of python3 on PATH, the project's venv under CI). The command's exit status
+# is this script's.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 shared=${SUBM_YARN_RIG:-$repo/../shared/yarn-rig}
@@ -46,9 +48,19 @@ if [ "${SUBM_SECURE_LCE:-}" = 1 ]; then  # tasks as their users (scripts/secure-
   bash "$repo/scripts/secure-lce.sh" >>"$dir/up.log" 2>&1 || { rc=1; cat "$dir/up.log" >&2; exit 1; }
 fi
 echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s${SUBM_SECURE_LCE:+ (LinuxContainerExecutor)}" >&2
+# An interpreter alice and bob may run (this one may live under /root): Debian's python3 with
+# the packages of the one that runs the command (the same minor version), and this project.
+chmod 755 "$dir"
+py=${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+/usr/bin/python3 -m venv --without-pip "$dir/python"
+printf '%s\nimport site; site.addsitedir(%s)\n' "$repo" "'$site'" \
+  > "$("$dir/python/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/subm-secure.pth"
+chmod -R a+rX "$dir/python"
 # shellcheck disable=SC1091
 source /tmp/krb-rig/env.sh
-export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers SUBM_SECURE_KEYTABS=/tmp/krb SUBM_SECURE_LONG=1
+export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers SUBM_SECURE_KEYTABS=/tmp/krb SUBM_SECURE_LONG=1 \
+  SUBM_SECURE_PYTHON=$dir/python/bin/python
 ( trap - INT QUIT; exec "$@" ) &
 child=$!
 wait "$child"

@@ -40,19 +40,21 @@ def job(**more) -> dict:
 
 # -- the job file and the application spec (no cluster) ------------------------------------------
 @pytest.mark.unit
-def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls(tmp_path):
+def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls_always_on(tmp_path):
     skein = pytest.importorskip("skein")
     from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
 
     spec = spec_from_dict(job(acls={"view": ["bob", "group:research"], "modify": ["carol", "*"]}))
     opts = YarnOptions(job_file=str(tmp_path / "j"), token_file=str(tmp_path / "t"), rm_url="http://rm:8088")
     acls = build_application_spec(make_plan(spec), opts).acls
-    assert acls.enable is True
-    assert (acls.view_users, acls.view_groups, acls.ui_users) == (["bob"], ["research"], ["bob"])
+    assert isinstance(acls, skein.ACLs) and acls.enable is True
+    assert (acls.view_users, acls.view_groups) == (["bob"], ["research"])
     assert (acls.modify_users, acls.modify_groups) == (["carol", "*"], [])
-    # Without acls, YARN's defaults: skein sets none.
-    assert build_application_spec(make_plan(spec_from_dict(job())), opts).acls.enable is False
-    assert isinstance(acls, skein.ACLs)
+    # Without acls: the owner and the admins only (skein's default would let anyone kill the job).
+    default = build_application_spec(make_plan(spec_from_dict(job())), opts).acls
+    assert default.enable is True and default.view_users == default.modify_users == []
+    # skein's page of the AM stays open: the RM's proxy in front of it checks the view ACL.
+    assert acls.ui_users == default.ui_users == ["*"]
 
 
 @pytest.mark.unit
@@ -208,7 +210,7 @@ def test_the_am_finds_its_rm_delegation_token_in_the_containers_token_file(tmp_p
     """A Credentials file as Hadoop writes it (version 0): an AMRM token, then the RM's."""
     import base64
 
-    from submarine_py.backends.yarn.tokens import RM_TOKEN_HEADER, read_vint, rm_token_header, write_vint
+    from submarine_py.backends.yarn.tokens import TOKEN_HEADERS, read_vint, rm_token_header, write_vint
 
     def text(b: bytes) -> bytes:
         return write_vint(len(b)) + b
@@ -217,7 +219,9 @@ def test_the_am_finds_its_rm_delegation_token_in_the_containers_token_file(tmp_p
               (b"rm-alias", b"\x00\x05alice" * 30, b"secret" * 5, b"RM_DELEGATION_TOKEN", b"127.0.0.80:8032")]
     body = write_vint(len(tokens)) + b"".join(b"".join(text(x) for x in t) for t in tokens) + write_vint(0)
     (tmp_path / "tokens").write_bytes(b"HDTS\x00" + body)
-    header = rm_token_header(str(tmp_path / "tokens"))[RM_TOKEN_HEADER]
+    headers = rm_token_header(str(tmp_path / "tokens"))
+    assert set(headers) == set(TOKEN_HEADERS) and len(set(headers.values())) == 1
+    header = headers["X-Hadoop-Delegation-Token"]
     raw = base64.urlsafe_b64decode(header + "=" * (-len(header) % 4))
     fields, at = [], 0
     for _ in range(4):
@@ -258,6 +262,11 @@ def test_hadoop_conf_with_a_realm_adds_principals_keytabs_spnego_acls_and_a_core
     assert core["hadoop.security.authentication"] == "kerberos"
     assert core["hadoop.http.authentication.type"] == "kerberos"
     assert "RULE:[1:$1@$0](.*@EXAMPLE.COM)s/@.*//" in core["hadoop.security.auth_to_local"]
+    # A queue's administrators may kill any of its jobs: in secure mode only YARN's admins are.
+    queues = props(files["capacity-scheduler.xml"])
+    assert queues["yarn.scheduler.capacity.root.acl_administer_queue"] == "yarn"
+    assert queues["yarn.scheduler.capacity.root.default.acl_administer_queue"] == "yarn"
+    assert props(plain["capacity-scheduler.xml"])["yarn.scheduler.capacity.root.default.acl_administer_queue"] == "*"
     with pytest.raises(SpecError, match="kerberos_realm: expected an upper-case Kerberos realm"):
         render_hadoop_conf({"kerberos_realm": "example.com"})
 
@@ -270,11 +279,11 @@ def test_hadoop_conf_renders_the_secure_settings_the_rig_runs_with(rig):
 
     files = render_hadoop_conf(RIG_VALUES)
     checked = 0
-    for name in ("core-site.xml", "yarn-site.xml"):
+    for name in ("core-site.xml", "yarn-site.xml", "capacity-scheduler.xml"):
         ours, rigs = props(files[name]), props(Path(rig, name).read_text())
         for key, value in ours.items():
             if key in rigs and ("security" in key or "kerberos" in key or "spnego" in key or "principal" in key
-                                or "keytab" in key or "acl" in key or key.startswith("hadoop.http")):
+                                or "keytab" in key or "acl" in key.lower() or key.startswith("hadoop.http")):
                 assert rigs[key].replace("rm.rig.test", "_HOST") == value, key
                 checked += 1
     assert checked >= 15
@@ -317,8 +326,18 @@ class User:
                               capture_output=True, timeout=timeout, check=check)
 
     def subm(self, *args: str, timeout: float = 300) -> Tuple[int, str, str]:
-        done = self.run(subm_argv(*args), timeout=timeout)
+        # An interpreter these users may run (with-secure-rig.sh makes one: Debian's python3
+        # with the project's packages), else this one.
+        python = os.environ.get("SUBM_SECURE_PYTHON") or sys.executable
+        done = self.run([python, *subm_argv(*args)[1:]], timeout=timeout)
         return done.returncode, done.stdout, done.stderr
+
+    def rm_app(self, app_id: str) -> Dict[str, object]:
+        """The RM's record of an application, as this user reads it (SPNEGO)."""
+        python = os.environ.get("SUBM_SECURE_PYTHON") or sys.executable
+        done = self.run([python, "-c", "import json, sys; from submarine_py.backends.yarn.rest import "
+                         "ResourceManager; print(json.dumps(ResourceManager().app(sys.argv[1])))", app_id], check=True)
+        return json.loads(done.stdout)
 
     def job_file(self, **more) -> str:
         path = self.dir / "job.yaml"
@@ -347,20 +366,36 @@ def users(rig):
 
 
 @pytest.mark.secure
-def test_alice_runs_a_job_after_kinit_and_reads_its_status_and_logs(users):
+def test_alice_runs_a_job_after_kinit_and_follows_it_through_spnego(users):
+    alice = users("alice")
+    whoami = alice.dir / "whoami"
+    code, out, err = alice.subm("run", alice.job_file(roles={"worker": {
+        "instances": 2, "resources": {"memory": "256 MiB"},
+        "command": f"id -un > {whoami}-$SUBM_INDEX; sleep 5"}}), "-o", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["state"] == "SUCCEEDED"
+    assert "AM: gang ready" in err  # the AM's progress, through the RM's proxy
+    assert alice.rm_app(report["app_id"])["user"] == "alice"
+    code, out, err = alice.subm("status", report["app_id"], "-o", "json")
+    assert code == 0 and json.loads(out)["state"] == "SUCCEEDED", err
+    code, out, err = alice.subm("list", "--all", "-o", "json")
+    assert code == 0 and report["app_id"] in out, err
+    ran_as = {whoami.with_name(f"whoami-{i}").read_text().strip() for i in (0, 1)}
+    # The LinuxContainerExecutor runs tasks as their user; the rig's default one, as the NM's.
+    assert ran_as == ({"alice"} if os.environ.get("SUBM_SECURE_LCE") == "1" else {"root"})
+
+
+@pytest.mark.secure
+@pytest.mark.xfail(reason="the rig's NodeManagers serve no log file in secure mode: Hadoop's SecureIOUtils needs "
+                          "its native library (libhadoop.so), which the rig's Hadoop lacks (NM log: 'Secure IO is "
+                          "not possible without native code extensions'); the listing comes, the files answer 500")
+def test_alices_logs_come_from_the_nodemanagers_through_spnego(users):
     alice = users("alice")
     code, out, err = alice.subm("run", alice.job_file(), "-o", "json")
     assert code == 0, err
-    report = json.loads(out)
-    assert report["state"] == "SUCCEEDED" and report["user"] == "alice"
-    code, out, err = alice.subm("status", report["app_id"], "-o", "json")
-    assert code == 0 and json.loads(out)["state"] == "SUCCEEDED", err
-    code, logs, err = alice.subm("logs", report["app_id"], "--role", "worker")
+    code, logs, err = alice.subm("logs", json.loads(out)["app_id"], "--role", "worker")
     assert code == 0 and "task runs as" in logs, err
-    code, out, err = alice.subm("list", "--all", "-o", "json")
-    assert code == 0 and report["app_id"] in out, err
-    if os.environ.get("SUBM_SECURE_LCE") == "1":  # the LinuxContainerExecutor: tasks run as their user
-        assert "task runs as alice" in logs
 
 
 @pytest.mark.secure
@@ -369,7 +404,8 @@ def test_alice_runs_a_job_with_a_keytab_and_no_ticket(users):
     code, out, err = alice.subm("run", alice.job_file(), "-o", "json", "--principal", "alice",
                                 "--keytab", str(KEYTABS / "alice.keytab"))
     assert code == 0, err
-    assert json.loads(out)["user"] == "alice"
+    report = json.loads(out)
+    assert report["state"] == "SUCCEEDED" and users("alice").rm_app(report["app_id"])["user"] == "alice"
 
 
 @pytest.mark.secure

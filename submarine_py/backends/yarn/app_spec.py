@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from ... import interpreters
+from ...jobfile.model import AclSpec
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
 from ...restarts import Restarts
@@ -148,17 +149,17 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
 
 
 def acls(plan: Plan):
-    """The job file's ``acls`` as YARN's application ACLs (skein's ``ACLs``; its ``ui_users``,
-    the AM's page through skein, follow ``view``). Without them skein sets none: YARN's
-    defaults (the owner and the admins)."""
+    """YARN's application ACLs (skein's ``ACLs``), always on: the job's owner, YARN's admins and
+    whom the job file's ``acls`` names may view it and modify (kill) it, nobody else. skein's
+    own default (ACLs off) would let every user of a secure cluster kill the job. skein's page
+    of the AM (``ui_users``) stays open: the RM's proxy in front of it checks the view ACL, and
+    the AM's pages show nothing secret (its API takes the job's token)."""
     import skein
 
-    spec = plan.job.acls
-    if spec is None:
-        return skein.ACLs()
+    spec = plan.job.acls or AclSpec()
     return skein.ACLs(enable=True, view_users=list(spec.users("view")), view_groups=list(spec.groups("view")),
                       modify_users=list(spec.users("modify")), modify_groups=list(spec.groups("modify")),
-                      ui_users=list(spec.users("view")))
+                      ui_users=["*"])
 
 
 #: Schemes of filesystems that hand out delegation tokens (HDFS and its views).

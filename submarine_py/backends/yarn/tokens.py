@@ -3,9 +3,11 @@
 The AM's container holds no Kerberos ticket, only the tokens YARN gave it: the file
 ``HADOOP_TOKEN_FILE_LOCATION`` (Hadoop's ``Credentials``, ``HDTS``). On a secure cluster skein's
 driver puts an RM delegation token (kind ``RM_DELEGATION_TOKEN``) among them, and the RM's web
-services take one in the header ``Hadoop-YARN-RM-Delegation-Token`` (its
-``RMAuthenticationFilter``), in Hadoop's URL-safe base64 of the token's ``Writable`` form. So
-the AM reads the cluster's room (gang admission) as the job's user without a ticket.
+services take one in a header, in Hadoop's URL-safe base64 of the token's ``Writable`` form:
+``X-Hadoop-Delegation-Token`` (Hadoop's ``DelegationTokenAuthenticationHandler``, which the
+RM's web endpoints run behind: seen on Hadoop 3.1.2, where the RM's own
+``Hadoop-YARN-RM-Delegation-Token`` still got 401), both sent. So the AM reads the cluster's
+room (gang admission) as the job's user without a ticket.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import base64
 import os
 from typing import Dict, Iterator, List, Optional, Tuple
 
-#: The RM's header for a delegation token (``RMAuthenticationFilter.DELEGATION_TOKEN_HEADER``).
-RM_TOKEN_HEADER = "Hadoop-YARN-RM-Delegation-Token"
+#: Hadoop's header for a delegation token (``DelegationTokenAuthenticator``), and the RM's own
+#: (``RMAuthenticationFilter``).
+TOKEN_HEADERS = ("X-Hadoop-Delegation-Token", "Hadoop-YARN-RM-Delegation-Token")
 RM_TOKEN_KIND = b"RM_DELEGATION_TOKEN"
 
 #: A token as Hadoop keeps it: (identifier, password, kind, service).
@@ -22,8 +25,8 @@ Token = Tuple[bytes, bytes, bytes, bytes]
 
 
 def rm_token_header(path: Optional[str] = None) -> Dict[str, str]:
-    """``{header: token}`` for the RM delegation token of the container's token file ({} where
-    there is none: a plain cluster, or a file this cannot read)."""
+    """``{header: token}`` (both headers) for the RM delegation token of the container's token
+    file ({} where there is none: a plain cluster, or a file this cannot read)."""
     path = path or os.environ.get("HADOOP_TOKEN_FILE_LOCATION") or ""
     try:
         with open(path, "rb") as f:
@@ -33,7 +36,7 @@ def rm_token_header(path: Optional[str] = None) -> Dict[str, str]:
         return {}
     for token in tokens:
         if token[2] == RM_TOKEN_KIND:
-            return {RM_TOKEN_HEADER: url_string(token)}
+            return {header: url_string(token) for header in TOKEN_HEADERS}
     return {}
 
 
