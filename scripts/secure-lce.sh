@@ -29,10 +29,12 @@ else
 fi
 chown root:hadoop $ce/bin/container-executor && chmod 6050 $ce/bin/container-executor
 
-# The users' containers run in nm-local; the NodeManagers (root) keep their logs.
-for i in 1 2; do chmod 755 $R $R/node$i 2>/dev/null || true; done
+# The users' containers run in nm-local (what an earlier executor left there is not theirs).
+for i in 1 2; do chmod 755 $R $R/node$i 2>/dev/null || true; rm -rf $R/node$i/nm-local/usercache; done
+# shellcheck disable=SC1091
+source $R/env.sh
 PYTHONPATH=$repo "$python" - "$R" "$ce" <<'PY'
-import sys, xml.etree.ElementTree as ET
+import os, sys, xml.etree.ElementTree as ET
 from submarine_py.hadoopconf import render_hadoop_conf
 
 rig, ce = sys.argv[1], sys.argv[2]
@@ -44,6 +46,9 @@ with open(f"{ce}/etc/hadoop/container-executor.cfg", "w") as f:
 ours = {p.findtext("name"): p.findtext("value") for p in ET.fromstring(files["yarn-site.xml"]).iter("property")}
 keep = ("yarn.nodemanager.container-executor.class", "yarn.nodemanager.linux-container-executor.path",
         "yarn.nodemanager.linux-container-executor.group")
+# The localizer is a JVM the LCE starts as the user: on Java 17 it needs the daemons' --add-exports.
+ours["yarn.nodemanager.container-localizer.java.opts"] = "-Xmx256m " + os.environ.get("SKEIN_DRIVER_JAVA_OPTIONS", "")
+keep += ("yarn.nodemanager.container-localizer.java.opts",)
 for i in (1, 2):
     path = f"{rig}/node{i}/conf/yarn-site.xml"
     tree = ET.parse(path)

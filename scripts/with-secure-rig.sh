@@ -44,6 +44,14 @@ RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} bash "$shared/secure/up.sh" >"$di
   || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
 tail -1 "$dir/up.log" >&2
 grep -q "2 node(s) RUNNING" "$dir/up.log" || { rc=1; echo "with-secure-rig.sh: its NodeManagers are not RUNNING" >&2; exit 1; }
+# Queue administrators may kill any job: Hadoop's shipped capacity-scheduler.xml makes that
+# everyone. Ours (subm hadoop-conf, secure mode) makes it YARN's admins (root on the rig).
+( source /tmp/krb-rig/env.sh
+  PYTHONPATH=$repo "${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}" "$repo/scripts/secure_rig_queues.py" \
+    /tmp/krb-rig/conf/capacity-scheduler.xml root
+  export KRB5CCNAME=FILE:$dir/cc-admin
+  kinit -kt /tmp/krb/yarn.keytab rm/rm.rig.test && yarn rmadmin -refreshQueues ) >>"$dir/up.log" 2>&1 \
+  || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: could not set the queues' ACLs" >&2; exit 1; }
 if [ "${SUBM_SECURE_LCE:-}" = 1 ]; then  # tasks as their users (scripts/secure-lce.sh)
   bash "$repo/scripts/secure-lce.sh" >>"$dir/up.log" 2>&1 || { rc=1; cat "$dir/up.log" >&2; exit 1; }
 fi
