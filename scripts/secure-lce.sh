@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 shared=${SUBM_YARN_RIG:-$repo/../shared/yarn-rig}
 R=/tmp/krb-rig
 ce=/opt/subm-rig/krb-rig-lce
-python=${SUBM_RIG_PYTHON:-$repo/.venv/bin/python}
+python=${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}
 say() { echo "secure-lce.sh: $*" >&2; }
 [ "$(id -u)" = 0 ] || { say "needs root (a setuid container-executor)"; exit 2; }
 [ -f $R/env.sh ] || { say "no secure rig in $R (../shared/yarn-rig/secure/up.sh)"; exit 1; }
