@@ -417,6 +417,17 @@ def test_no_ticket_stops_subm_run_and_status_with_one_line(users):
     assert code == 2 and "no Kerberos ticket" in err, err
 
 
+
+@pytest.mark.secure
+def test_an_expired_ticket_says_so_and_what_to_run(users):
+    alice = users("alice", with_ticket=False)
+    alice.run(["kinit", "-l", "5s", "-kt", str(KEYTABS / "alice.keytab"), "alice"], check=True)
+    time.sleep(6)
+    code, out, err = alice.subm("list", "--backend", "yarn")
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "the Kerberos ticket of alice@RIG.TEST expired at" in err and "run `kinit alice@RIG.TEST`" in err
+
+
 @pytest.mark.secure
 def test_bob_cannot_kill_alices_job_and_alice_can(users):
     alice, bob = users("alice"), users("bob")
