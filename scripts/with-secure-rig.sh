@@ -40,10 +40,16 @@ trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
 begun=$(date +%s)
-RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} bash "$shared/secure/up.sh" >"$dir/up.log" 2>&1 \
-  || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
-tail -1 "$dir/up.log" >&2
-grep -q "2 node(s) RUNNING" "$dir/up.log" || { rc=1; echo "with-secure-rig.sh: its NodeManagers are not RUNNING" >&2; exit 1; }
+# Twice at most: up.sh restarts the NodeManagers it has just stopped, and one may still hold its
+# port then (seen: "Problem binding to [nm1.rig.test:8040] ... Address already in use").
+for try in 1 2; do
+  RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} bash "$shared/secure/up.sh" >"$dir/up.log" 2>&1 \
+    || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
+  tail -1 "$dir/up.log" >&2
+  grep -q "2 node(s) RUNNING" "$dir/up.log" && break
+  [ "$try" = 2 ] && { rc=1; echo "with-secure-rig.sh: its NodeManagers are not RUNNING" >&2; exit 1; }
+  bash "$shared/secure/down.sh"; sleep 5
+done
 # Queue administrators may kill any job: Hadoop's shipped capacity-scheduler.xml makes that
 # everyone. Ours (subm hadoop-conf, secure mode) makes it YARN's admins (root on the rig).
 ( source /tmp/krb-rig/env.sh
