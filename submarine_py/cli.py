@@ -114,9 +114,16 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 @click.option("--detach", "-d", is_flag=True, help="Return once submitted, printing the application id.")
 @click.option("--dry-run", is_flag=True, help="Print the backend's request; submit nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--principal", metavar="NAME@REALM", envvar="SUBM_PRINCIPAL",
+              help="Secure YARN: the Kerberos principal to submit as, with --keytab (default: kinit's ticket).")
+@click.option("--keytab", metavar="PATH", envvar="SUBM_KEYTAB", help="Secure YARN: the principal's keytab.")
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
-        dry_run: bool, quiet: bool) -> None:
+        dry_run: bool, quiet: bool, principal: Optional[str], keytab: Optional[str]) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
+    # One route to the backend, for the Python API too: the same variables (docs/security.md).
+    for name, value in (("SUBM_PRINCIPAL", principal), ("SUBM_KEYTAB", keytab)):
+        if value:
+            os.environ[name] = value
     prepared = client.prepare(_load(job_file, sets, backend))
     if dry_run:
         click.echo(prepared.describe())

@@ -39,6 +39,20 @@ class BackendError(SubmarineError, RuntimeError):
     """A backend (local or YARN) could not do what was asked."""
 
 
+class CredentialsError(BackendError):
+    """This user cannot prove who they are to a secure (Kerberized) cluster: no ticket, an
+    expired one, a keytab that does not log in. Input the user fixes (``kinit``, the right
+    keytab) before anything is submitted, so exit 2; a ``BackendError`` for code that reads
+    the cluster and degrades when it cannot (the AM's admission)."""
+
+    exit_code = 2
+
+
+class AccessDeniedError(BackendError):
+    """The cluster refused this user an action on a job: its ACLs (the job file's ``acls``,
+    YARN's ``yarn.admin.acl``) do not name them."""
+
+
 class ClusterLimitError(SpecError):
     """The spec asks for more than the target cluster can ever give."""
 

@@ -1,4 +1,5 @@
-"""Example Hadoop configuration for a YARN 3.1+ cluster that schedules GPUs and runs Docker.
+"""Example Hadoop configuration for a YARN 3.1+ cluster that schedules GPUs and runs Docker,
+and, with a Kerberos realm, runs in secure mode (a ``core-site.xml`` besides).
 
 ``render_hadoop_conf(values)`` fills the templates in
 ``submarine_py/templates/hadoop-conf/`` with an admin's values (each checked
@@ -63,8 +64,21 @@ DEFAULTS: Dict[str, Any] = {
     "cgroups_mount": False,
     "cgroups_mount_path": "/sys/fs/cgroup",
     "cgroups_hierarchy": "hadoop-yarn",
+    # Secure mode (docs/security.md): a Kerberos realm turns it on, adding the daemons'
+    # principals and keytabs (<keytab_dir>/yarn.keytab: rm/HOST and nm/HOST; http.keytab:
+    # HTTP/HOST), SPNEGO, YARN's ACLs to yarn-site.xml and a core-site.xml; "" leaves it off.
+    "kerberos_realm": "",
+    "keytab_dir": "/etc/security/keytabs",
+    # The local user the daemons' principals map to (auth_to_local), and YARN's admins.
+    "daemon_user": "yarn",
+    "yarn_admins": ["yarn"],
+    # hadoop.security.authorization: service-level ACLs (hadoop-policy.xml).
+    "service_authorization": True,
 }
+#: Rendered only in secure mode (``kerberos_realm``).
+SECURE_FILES = ("core-site.xml",)
 
+_REALM = re.compile(r"^\Z|^[A-Z0-9](?:[A-Z0-9.-]*[A-Z0-9])?\Z")
 _HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\Z")
 _REGISTRY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?::[0-9]{1,5})?\Z")
 _UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
@@ -219,6 +233,12 @@ def _check(values: Mapping[str, Any]) -> Dict[str, Any]:
     out["cgroups_mount_path"] = c.string("cgroups_mount_path", v["cgroups_mount_path"], _abs_path)
     out["cgroups_hierarchy"] = c.string("cgroups_hierarchy", v["cgroups_hierarchy"],
                                         _pattern(_HIERARCHY, "a cgroup path like hadoop-yarn"), strip="/")
+    out["kerberos_realm"] = c.string("kerberos_realm", v["kerberos_realm"],
+                                     _pattern(_REALM, "an upper-case Kerberos realm like EXAMPLE.COM (or '')"))
+    out["keytab_dir"] = c.string("keytab_dir", v["keytab_dir"], _abs_path)
+    out["daemon_user"] = c.string("daemon_user", v["daemon_user"], _pattern(_UNIX_NAME, "a Unix user name"))
+    out["yarn_admins"] = c.string_list("yarn_admins", v["yarn_admins"], _pattern(_UNIX_NAME, "a Unix user name"))
+    out["service_authorization"] = c.boolean("service_authorization", v["service_authorization"])
     c.raise_if_any()
     return out
 
@@ -242,7 +262,8 @@ def render_hadoop_conf(values: Optional[Mapping[str, Any]] = None) -> Dict[str, 
     if ctx["nvidia_v1"] and ctx["nvidia_driver_version"]:
         # nvidia-docker v1 hands the driver to containers as this named volume.
         ctx["all_ro_mounts"].append(f"nvidia_driver_{ctx['nvidia_driver_version']}")
-    return {name: render(f"hadoop-conf/{name}.j2", **ctx) for name in FILES}
+    names = FILES + (SECURE_FILES if ctx["kerberos_realm"] else ())
+    return {name: render(f"hadoop-conf/{name}.j2", **ctx) for name in names}
 
 
 def mount_warnings(values: Optional[Mapping[str, Any]] = None,

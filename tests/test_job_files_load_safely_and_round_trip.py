@@ -212,6 +212,8 @@ docker:
   network: bridge
 environment: {python: /opt/conda/bin/python}
 tags: [nightly, team-a]
+acls: {view: [bob, "group:research"], modify: [carol]}
+kerberos: {principal: alice@EXAMPLE.COM, keytab: alice.keytab}
 roles:
   chief:
     resources: {memory: 4 GiB, vcores: 2}
@@ -264,6 +266,10 @@ def test_every_field_is_read(full_job, tmp_path):
     assert spec.roles["evaluator"].tracked is False
     assert "tensorboard" not in spec.roles  # instances: 0 leaves a role out
     assert spec.files == {"train.py": str(tmp_path / "train.py"), "lib": str(tmp_path / "lib")}  # normalized
+    assert spec.acls.view == ("bob", "group:research") and spec.acls.groups("view") == ("research",)
+    assert spec.acls.modify == ("carol",)
+    assert spec.kerberos.principal == "alice@EXAMPLE.COM"
+    assert spec.kerberos.keytab == str(tmp_path / "alice.keytab")  # beside the job file
 
 
 def test_round_trip_yaml_to_object_to_dict_to_object(full_job, tmp_path):

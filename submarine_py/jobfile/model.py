@@ -21,7 +21,7 @@ ROLE_FIELDS = ("instances", "processes", "resources", "command", "env", "docker"
 PER_GPU = "gpus"
 #: The job file's top-level fields.
 JOB_FIELDS = ("name", "framework", "queue", "restart", "timeouts", "roles", "files", "docker",
-              "environment", "tags", "shared_dir", "tensorboard", "placement", "sweep")
+              "environment", "tags", "shared_dir", "tensorboard", "placement", "sweep", "acls", "kerberos")
 #: The role of the task that runs the job's TensorBoard (the ``tensorboard`` field); every
 #: framework knows it and leaves it untracked.
 TENSORBOARD_ROLE = "tensorboard"
@@ -137,6 +137,43 @@ class TensorBoardSpec:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"logdir": self.logdir} if self.logdir else {}
+
+
+#: An ``acls`` entry that names a group rather than a user.
+GROUP_PREFIX = "group:"
+
+
+@dataclass(frozen=True)
+class AclSpec:
+    """The job file's ``acls``: who besides the job's owner (and the cluster's admins, YARN's
+    ``yarn.admin.acl``) may view the job (``view``: its status, logs, the AM's page) and who
+    may modify it (``modify``: kill it). Entries are user names, ``group:NAME`` for a group,
+    or ``*`` for everyone; with ``acls`` given, everyone else is refused."""
+
+    view: Tuple[str, ...] = ()
+    modify: Tuple[str, ...] = ()
+
+    def users(self, which: str) -> Tuple[str, ...]:
+        return tuple(x for x in getattr(self, which) if not x.startswith(GROUP_PREFIX))
+
+    def groups(self, which: str) -> Tuple[str, ...]:
+        return tuple(x[len(GROUP_PREFIX):] for x in getattr(self, which) if x.startswith(GROUP_PREFIX))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"view": list(self.view), "modify": list(self.modify)}
+
+
+@dataclass(frozen=True)
+class KerberosSpec:
+    """The job file's ``kerberos``: the principal and keytab to submit with on a secure
+    cluster (``--principal/--keytab`` and ``SUBM_PRINCIPAL/SUBM_KEYTAB`` come first); without
+    it, the ticket cache of ``kinit``."""
+
+    principal: str
+    keytab: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"principal": self.principal, "keytab": self.keytab}
 
 
 @dataclass(frozen=True)
@@ -267,6 +304,10 @@ class JobSpec:
     placement: Placement = Placement.PACK
     #: A hyperparameter sweep run as this one job (None: an ordinary job).
     sweep: Optional[SweepSpec] = None
+    #: Who may view and modify (kill) the job besides its owner (None: YARN's defaults).
+    acls: Optional[AclSpec] = None
+    #: The principal and keytab to submit with on a secure cluster (None: the ticket cache).
+    kerberos: Optional[KerberosSpec] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -303,5 +344,9 @@ class JobSpec:
             d["tensorboard"] = self.tensorboard.to_dict()
         if self.sweep:
             d["sweep"] = self.sweep.to_dict()
+        if self.acls:
+            d["acls"] = self.acls.to_dict()
+        if self.kerberos:
+            d["kerberos"] = self.kerberos.to_dict()
         return d
 

@@ -21,6 +21,7 @@ from .fields import (
     MAX_PROCESSES, MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
     exec_limit_problems, join_path, mount_problem, show,
 )
+from . import access
 from .sweep import sweep as sweep_section, task_problem as sweep_task_problem
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
@@ -129,6 +130,7 @@ class Builder(ProblemCollector):
         shared_dir = self.shared_dir(data.get("shared_dir"))
         placement = self.choice(data.get("placement"), "placement", tuple(p.value for p in Placement),
                                 Placement.PACK.value)
+        acls, kerberos = access.acls(self, data.get("acls")), access.kerberos(self, data.get("kerberos"))
         if environment.archive and ENV_ARCHIVE_DIR in {d.split("/")[0] for d in files}:
             self.fail(f"files.{ENV_ARCHIVE_DIR}", f"'{ENV_ARCHIVE_DIR}' is where environment.archive is "
                                                   "unpacked; choose another destination")
@@ -136,7 +138,7 @@ class Builder(ProblemCollector):
         spec = JobSpec(name=name, roles=roles, framework=framework, queue=queue, restart=restart,
                        timeouts=timeouts, files=files, docker=docker, environment=environment,
                        tags=tags, shared_dir=shared_dir, tensorboard=tensorboard, placement=Placement(placement),
-                       sweep=sweep)
+                       sweep=sweep, acls=acls, kerberos=kerberos)
         if sweep is not None and roles:
             problem = sweep_task_problem(roles, spec)
             if problem:

@@ -22,6 +22,8 @@ from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
 from .rest import ResourceManager, node_log
+from .spnego import without_kerberos
+from .tokens import rm_token_header
 
 log = logging.getLogger("subm.am.yarn")
 #: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
@@ -39,12 +41,18 @@ def main_yarn(job_file: str) -> int:
     """Run the job's AM in this container."""
     import skein
 
+    # The container holds YARN's tokens, not a Kerberos ticket: no SPNEGO here. The RM is read
+    # with its delegation token; where that is refused, admission admits every gang at once
+    # (YarnContainers.admit), and the NodeManagers' answers (diagnostics) go missing.
+    without_kerberos()
     meta = load_job_file(job_file)
     # The job's files were checked where it was submitted; YARN localized them.
     plan = plan_of(meta, check_files=False)
     app = skein.ApplicationClient.from_current()
     app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
-    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0)  # the AM never blocks on it
+    # The AM never blocks on the RM; on a secure cluster it reads it with the application's RM
+    # delegation token (no ticket in a container).
+    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0, headers=rm_token_header())
     containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"))
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
     shared_root = plan.job.shared_dir

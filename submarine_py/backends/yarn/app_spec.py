@@ -10,12 +10,14 @@ endpoint to skein's UI) and carry the job's token; the AM gives them its URL dir
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ... import interpreters
+from ...jobfile.model import AclSpec
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
 from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
@@ -141,7 +143,44 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         master=master(opts, py, token),
         services={role: service(plan, role, opts, py, token) for role in plan.job.roles},
         max_attempts=am_attempts(plan),
+        acls=acls(plan),
+        file_systems=file_systems(plan),
     )
+
+
+def acls(plan: Plan):
+    """YARN's application ACLs (skein's ``ACLs``), always on: the job's owner, YARN's admins and
+    whom the job file's ``acls`` names may view it and modify (kill) it, nobody else. skein's
+    own default (ACLs off) would let every user of a secure cluster kill the job. skein's page
+    of the AM (``ui_users``) stays open: the RM's proxy in front of it checks the view ACL, and
+    the AM's pages show nothing secret (its API takes the job's token)."""
+    import skein
+
+    spec = plan.job.acls or AclSpec()
+    return skein.ACLs(enable=True, view_users=list(spec.users("view")), view_groups=list(spec.groups("view")),
+                      modify_users=list(spec.users("modify")), modify_groups=list(spec.groups("modify")),
+                      ui_users=["*"])
+
+
+#: Schemes of filesystems that hand out delegation tokens (HDFS and its views).
+TOKEN_SCHEMES = ("hdfs", "viewfs", "webhdfs", "swebhdfs")
+
+
+def file_systems(plan: Plan) -> List[str]:
+    """Every filesystem the job names (``files`` sources, ``environment.archive``, the
+    TensorBoard log folder), ``scheme://authority``: skein gets a delegation token for each at
+    submission, so that on a secure cluster the tasks read and write there as the user (the
+    default filesystem's token comes anyway)."""
+    job = plan.job
+    paths = [*job.files.values(), job.environment.archive or "", (job.tensorboard.logdir or "") if job.tensorboard else ""]
+    out: List[str] = []
+    for path in paths:
+        m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/]*)", path or "")
+        if m and m.group(2) and m.group(1).lower() in TOKEN_SCHEMES:  # no authority: the default's
+            fs = f"{m.group(1).lower()}://{m.group(2)}"
+            if fs not in out:
+                out.append(fs)
+    return out
 
 
 def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):

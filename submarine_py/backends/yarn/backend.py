@@ -1,9 +1,11 @@
 """The client side of the YARN backend.
 
 Only :meth:`YarnBackend.submit` needs skein's driver (a JVM); it reuses the
-driver started for the cluster HADOOP_CONF_DIR names, and starts one when there
-is none (see skein_driver.py). Status, list, kill and logs use the RM and NM
-REST APIs.
+driver started for the cluster HADOOP_CONF_DIR names (and, on a secure cluster, for
+the same Kerberos login), and starts one when there is none (see skein_driver.py).
+Status, list, kill and logs use the RM and NM REST APIs. On a secure cluster the
+login is checked first (kerberos.py): no ticket, an expired one or a keytab that
+does not log in stops the command before anything reaches the cluster.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle
 from ...am.process import SIGNALLED
-from . import rules, shipping
+from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
 from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, yarn_user
@@ -91,11 +93,24 @@ class YarnBackend(Backend):
 
     def __init__(self, rm_url: Optional[str] = None):
         self.rm_url = rm_url
+        #: Who this process is to a secure cluster (kerberos.py); None until asked.
+        self.login: Optional[kerberos.Login] = None
+
+    def log_in(self, spec_kerberos=None) -> Optional[kerberos.Login]:
+        """On a secure cluster, check the login (``SUBM_PRINCIPAL/SUBM_KEYTAB``, else the job
+        file's ``kerberos``, else the ticket cache) before anything reaches it: exit 2 naming what
+        is wrong and what to run. A plain cluster: None."""
+        conf_dir = hadoop_conf_dir()
+        if self.login is None and kerberos.is_secure(conf_dir):
+            self.login = kerberos.log_in(conf_dir, kerberos.requested(spec_kerberos))
+        return self.login
 
     @functools.cached_property
     def rm(self) -> ResourceManager:
         """The cluster's RM, from HADOOP_CONF_DIR (checked on first use, so that a missing
-        skein is reported first)."""
+        skein is reported first), after the login on a secure cluster."""
+        if os.environ.get("HADOOP_CONF_DIR"):
+            self.log_in()
         return ResourceManager(self.rm_url)
 
     @functools.cached_property
@@ -114,8 +129,10 @@ class YarnBackend(Backend):
         return rules.problems(spec)
 
     def check_cluster(self, plan: Plan) -> None:
-        """Refuse what this cluster can never run, with the numbers, before submitting."""
+        """Refuse what this cluster can never run, with the numbers, before submitting; on a
+        secure cluster, a login that cannot submit first."""
         require_skein()
+        self.log_in(plan.job.kerberos)
         limits = self.rm.limits()
         problems = []
         if not limits.nodes:
@@ -175,7 +192,7 @@ class YarnBackend(Backend):
     def _client(self):
         """skein's client, through the driver started for the cluster HADOOP_CONF_DIR names."""
         require_skein()
-        return client_for(hadoop_conf_dir())
+        return client_for(hadoop_conf_dir(), self.log_in())
 
     def submit(self, request: YarnRequest, *, detach: bool = False) -> str:
         job_dir = os.path.dirname(request.job_file)

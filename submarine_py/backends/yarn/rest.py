@@ -3,8 +3,12 @@
 Everything the CLI needs after submission (status, list, kill, logs) goes
 through here, so those commands never start a JVM. Every call names the user
 (``user.name``, Hadoop's simple HTTP authentication), so YARN records who did
-what and its ACLs apply. A ResourceManager that does not answer (restarting,
-failing over) is waited for, up to ``SUBM_RM_WAIT`` seconds (120), saying so.
+what and its ACLs apply. On a secure cluster, whose web endpoints answer 401 with
+``WWW-Authenticate: Negotiate``, the call is made again with SPNEGO (``requests-gssapi``,
+the Kerberos ticket of ``kerberos.py``'s login): every call carries an auth that acts
+only on such an answer, so plain and secure clusters work alike without saying which.
+A ResourceManager that does not answer (restarting, failing over) is waited for, up to
+``SUBM_RM_WAIT`` seconds (120), saying so.
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import requests
 
-from ...errors import BackendError, JobNotFoundError, SpecError
+from ...errors import AccessDeniedError, BackendError, JobNotFoundError, SpecError
+from .spnego import http_auth
 
 GPU = "yarn.io/gpu"
 #: How long a command waits for a ResourceManager that does not answer, by default.
@@ -30,7 +35,14 @@ INFO = "/ws/v1/cluster/info"
 
 
 def yarn_user() -> str:
-    """Who YARN should see: HADOOP_USER_NAME (as Hadoop's own clients), else the login name."""
+    """Who YARN should see: on a secure cluster the Kerberos login's short name (``alice`` of
+    ``alice@REALM``, as the default ``auth_to_local`` rule maps it); else HADOOP_USER_NAME (as
+    Hadoop's own clients), else the login name."""
+    from . import kerberos
+
+    login = kerberos.active()
+    if login is not None and login.principal:
+        return login.principal.split("@")[0].split("/")[0]
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
 
@@ -118,13 +130,15 @@ class ResourceManager:
     say_every = 15.0
 
     def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
-                 say: Callable[[str], None] = _say):
+                 say: Callable[[str], None] = _say, headers: Optional[Dict[str, str]] = None):
         self.url = (url or rm_address()).rstrip("/")
         self.timeout = timeout
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
         self.say = say
         self.session = requests.Session()
+        self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
+        self.session.headers.update(headers or {})  # the AM's: its RM delegation token (tokens.py)
         self.session.params = {"user.name": yarn_user()}
 
     def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
@@ -173,6 +187,10 @@ class ResourceManager:
         resp = self._request("GET", path, params=params or None)
         if resp.status_code == 404:
             raise JobNotFoundError(f"the ResourceManager has no {path}")
+        if resp.status_code == 403:
+            raise AccessDeniedError(f"YARN refused {yarn_user()} GET {path}: a job's view ACL (acls.view in its job "
+                                    "file) does not name them; its owner, those it names and the cluster's admins "
+                                    "(yarn.admin.acl) may see it")
         if resp.status_code >= 400:
             raise BackendError(f"the ResourceManager answered {resp.status_code} to GET {path}: {resp.text[:300]}")
         try:
@@ -288,6 +306,10 @@ class ResourceManager:
         resp = self._request("PUT", f"/ws/v1/cluster/apps/{app_id}/state", json=body)
         if resp.status_code == 404:
             raise JobNotFoundError(f"YARN knows no application {app_id}")
+        if resp.status_code == 403:
+            raise AccessDeniedError(f"YARN refused {yarn_user()} to kill {app_id}: the job's modify ACL (acls.modify "
+                                    "in its job file) does not name them; its owner, those it names and the "
+                                    "cluster's admins (yarn.admin.acl) may kill it")
         if resp.status_code >= 400:
             raise BackendError(f"YARN refused to kill {app_id}: {resp.status_code} {resp.text[:300]}")
 
@@ -325,7 +347,8 @@ def node_log_sizes(node_http: str, container_id: str, timeout: float = 10.0) -> 
     """``{file name: size}`` of a container's log files (None when the NM does not know it)."""
     try:
         resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
+                            auth=http_auth())
         if resp.status_code != 200:
             return None
         data = resp.json()
@@ -367,7 +390,7 @@ def stream_node_log(node_http: str, container_id: str, name: str, offset: int, w
         params = {"user.name": yarn_user()} if want is None else {"user.name": yarn_user(), "size": str(-want)}
         try:
             resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
-                                params=params, timeout=timeout, stream=True)
+                                params=params, timeout=timeout, stream=True, auth=http_auth())
         except requests.RequestException:
             return None
         with resp:
@@ -440,7 +463,8 @@ def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dic
     base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
         resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()})
+                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
+                            auth=http_auth())
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
     except (requests.RequestException, ValueError):
         return {}

@@ -9,6 +9,11 @@ address, its TLS credentials) is ``$SUBM_SKEIN_HOME/<rm>-<hash of the conf dir>/
 (``SUBM_SKEIN_HOME`` defaults to ``$SUBM_HOME/skein``, i.e. ``~/.submarine/skein``), with
 the driver's log beside it (per user: ``SUBM_HOME`` is). A driver whose configuration
 files changed since it started is replaced.
+
+On a secure cluster a driver is also one per login (``kerberos.Login``): the principal of
+the ticket cache, or a principal and keytab, which the driver logs in with itself. Its folder
+name ends with a digest of the login, and its ``cluster.json`` names it: a driver started for
+another principal, or without security, is never reused for this one.
 """
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ import os
 import re
 import signal
 import warnings
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 from ...errors import BackendError
 from ...home import subm_home
+from .kerberos import Login
 from .rest import hadoop_conf
 
 #: Files of the Hadoop configuration whose content the driver depends on.
@@ -48,12 +54,14 @@ def fingerprint(conf_dir: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def config_dir_for(conf_dir: str) -> str:
-    """The skein config folder of the cluster whose (resolved) Hadoop configuration is ``conf_dir``."""
+def config_dir_for(conf_dir: str, login: Optional[Login] = None) -> str:
+    """The skein config folder of the cluster whose (resolved) Hadoop configuration is
+    ``conf_dir``, for ``login`` on a secure cluster (None: a plain cluster's one driver)."""
     conf = hadoop_conf("yarn-site.xml", conf_dir)
     rm = conf.get("yarn.resourcemanager.address") or conf.get("yarn.resourcemanager.hostname") or "rm"
     name = re.sub(r"[^A-Za-z0-9.-]+", "_", rm).strip("_")[:60] or "rm"
-    return os.path.join(skein_home(), f"{name}-{hashlib.sha256(conf_dir.encode()).hexdigest()[:10]}")
+    base = os.path.join(skein_home(), f"{name}-{hashlib.sha256(conf_dir.encode()).hexdigest()[:10]}")
+    return base if login is None else f"{base}-krb-{hashlib.sha256(login.key.encode()).hexdigest()[:10]}"
 
 
 @contextlib.contextmanager
@@ -80,15 +88,17 @@ def _skein_config(directory: str) -> Iterator[None]:
             os.environ["SKEIN_CONFIG"] = saved_env
 
 
-def client_for(conf_dir: str):
+def client_for(conf_dir: str, login: Optional[Login] = None):
     """A ``skein.Client`` whose driver was started for the cluster configured in ``conf_dir``
-    (resolved, existing): reused when running with the same configuration, else started."""
+    (resolved, existing) and, on a secure cluster, for ``login``: reused when running with the
+    same configuration and login, else started (with the login's keytab, if it has one)."""
     import skein
 
-    directory = config_dir_for(conf_dir)
+    directory = config_dir_for(conf_dir, login)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     meta_path = os.path.join(directory, "cluster.json")
-    meta = {"hadoop_conf_dir": conf_dir, "fingerprint": fingerprint(conf_dir)}
+    meta = {"hadoop_conf_dir": conf_dir, "fingerprint": fingerprint(conf_dir),
+            "login": login.key if login is not None else "simple"}
     log = os.path.join(directory, "driver.log")
     # One process at a time starts (or replaces) this cluster's driver: two starting at once
     # would each stop the other's.
@@ -103,11 +113,15 @@ def client_for(conf_dir: str):
         saved_conf = os.environ.get("HADOOP_CONF_DIR")
         os.environ["HADOOP_CONF_DIR"] = conf_dir  # the driver reads it once, now
         try:
-            skein.Client.start_global_driver(log=log)
+            # Java options (a secure cluster on Java 17 needs --add-exports): skein reads them
+            # from SKEIN_DRIVER_JAVA_OPTIONS.
+            keytab = dict(keytab=login.keytab, principal=login.principal) if login and login.keytab else {}
+            skein.Client.start_global_driver(log=log, **keytab)
             client = skein.Client.from_global_driver()
         except Exception as exc:
             raise BackendError(f"could not start skein's driver for the cluster of {conf_dir}: {exc}; "
-                               f"its log: {log} (Java 8 or 11 needed: JAVA_HOME)") from None
+                               f"its log: {log} (Java 8 or 11 needed: JAVA_HOME; on a secure cluster "
+                               "see docs/security.md)") from None
         finally:
             if saved_conf is not None:
                 os.environ["HADOOP_CONF_DIR"] = saved_conf
@@ -144,8 +158,14 @@ def _stop(directory: str) -> bool:
 
 
 def stop_driver(conf_dir: str) -> bool:
-    """Stop the driver of the cluster configured in ``conf_dir``; True if one ran."""
-    return _stop(config_dir_for(os.path.realpath(conf_dir)))
+    """Stop the drivers of the cluster configured in ``conf_dir`` (every login's); True if one ran."""
+    base = config_dir_for(os.path.realpath(conf_dir))
+    stopped = _stop(base)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(os.path.dirname(base)):
+            if name.startswith(os.path.basename(base) + "-krb-"):
+                stopped = _stop(os.path.join(os.path.dirname(base), name)) or stopped
+    return stopped
 
 
 def stop_drivers(home: str = "") -> List[str]:
