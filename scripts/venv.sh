@@ -39,6 +39,19 @@ _venv_install_python3_venv() {
     _venv_can_create
 }
 
+_venv_kerberos_headers() {  # the yarn extra's requests-gssapi builds python-gssapi against MIT Kerberos (no Linux wheel)
+    command -v krb5-config >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        _venv_say "the yarn extra builds python-gssapi against MIT Kerberos: install it, then run this again:"
+        _venv_say "    sudo apt-get install libkrb5-dev"
+        return 1
+    fi
+    _venv_say "installing libkrb5-dev with apt-get (the yarn extra's python-gssapi builds against it)"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -q libkrb5-dev || { apt-get update -q && apt-get install -y -q libkrb5-dev; }; } >&2 \
+        || { _venv_say "apt-get install libkrb5-dev failed"; return 1; }
+}
+
 subm_venv() {  # extras (comma-separated, may be empty)
     local extras="${1:-}" repo venv stamp want spec have missing e
     repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,6 +81,7 @@ subm_venv() {  # extras (comma-separated, may be empty)
         printf '%s\n' "$have" | grep -qxF "$e" || missing="$missing $e"
     done
     if [ -n "$missing" ]; then
+        case ",$extras," in *,yarn,*) _venv_kerberos_headers || return 1 ;; esac
         _venv_say "installing submarine-py${extras:+[$extras]} into $venv"
         "$venv/bin/python" -m pip install -q -e "$spec" || { _venv_say "pip install failed"; return 1; }
         { echo "$want"; printf '%s\n' "$have" | grep -v '^$' || true; for e in $missing; do echo "$e"; done; } >"$stamp.tmp"
