@@ -60,6 +60,9 @@ def format_report(report: JobReport) -> str:
         lines.append(f"Queued {t.queued_seconds:.1f} s for room for its gang")
     if report.tensorboard_url:
         lines.append(f"TensorBoard: {report.tensorboard_url}")
+    if report.world_sizes:
+        lines.append(f"Elastic: {report.world_sizes[-1]} task(s) in this attempt's world; by attempt: "
+                     + ", ".join(str(n) for n in report.world_sizes))
     if report.tasks:
         with_gpu = any(task.gpu for task in report.tasks)
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST"] + (["GPU MEAN/PEAK", "GPU MEM PEAK"] if with_gpu else [])

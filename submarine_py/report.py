@@ -208,6 +208,9 @@ class JobReport:
     waiting_for: Optional[str] = None
     #: Nodes each attempt of the gang spanned, in order.
     nodes_spanned: Tuple[int, ...] = ()
+    #: An elastic job's (``docs/elastic.md``): the tasks in each attempt's world, in order
+    #: (empty for a job whose roles have a fixed size).
+    world_sizes: Tuple[int, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -238,6 +241,8 @@ class JobReport:
             d["restarts_by_cause"] = counts
         if self.nodes_spanned:
             d["nodes_spanned"] = list(self.nodes_spanned)
+        if self.world_sizes:
+            d["world_sizes"] = list(self.world_sizes)
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         return d
@@ -260,6 +265,8 @@ class JobReport:
             out["waiting_for"] = self.waiting_for
         if self.nodes_spanned:
             out["nodes_spanned"] = list(self.nodes_spanned)
+        if self.world_sizes:
+            out["world_sizes"] = list(self.world_sizes)
         return out
 
     @classmethod
@@ -294,4 +301,5 @@ class JobReport:
             hang_seconds=data.get("hang_seconds"),
             waiting_for=data.get("waiting_for"),
             nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
+            world_sizes=tuple(int(n) for n in data.get("world_sizes") or ()),
         )
