@@ -14,8 +14,9 @@ replacement (a task restarted alone, a container lost under a running gang) is a
 once: the rest of its gang is up and waits for it.
 
 An elastic role (``instances: {min, max}``) passes the gate with its ``min`` tasks; the rest
-are asked for one at a time once the gang holds its containers, each when it fits
-(:meth:`Allocation._grow`), and join the world by growing it (``elastic.py``).
+are asked for one at a time, each when it fits (:meth:`Allocation._grow`): with the gang where
+they fit then (they join its first world), else later, joining the world by growing it
+(``elastic.py``). Only the gang's containers must be granted within the hold.
 """
 from __future__ import annotations
 
@@ -112,6 +113,9 @@ class Allocation:
             job.phase = Phase.QUEUED
         #: The gate's state the backend was last told of (:meth:`Containers.announce`).
         self.announced: Optional[GateState] = None
+        #: The tasks the gate admitted last (None: every task): only their containers must be
+        #: granted within the hold (an elastic role's growth is not part of its gang).
+        self.gang_keys: Optional[set] = None
         #: Growth of an elastic role (:meth:`_grow`): when to ask again, and why it waits.
         self.grow_not_before = 0.0
         self.grow_why = ""
@@ -179,7 +183,9 @@ class Allocation:
             need, extra = split(job.plan, job.to_launch, {})
             pending = [job.tasks[k] for k in need]
             job.to_launch = list(extra)
-        return pending
+            self.gang_keys = set(need)
+        # What would grow it, asked for now where it fits: on its way, it joins the first world.
+        return pending + (self._grow([job.tasks[k] for k in extra], now) if extra else [])
 
     def _grow(self, extra: List[Task], now: float) -> List[Task]:
         """Containers for an elastic role beyond its ``min``, asked for one at a time as each fits
@@ -224,7 +230,8 @@ class Allocation:
                 return
             if gate.state != GateState.ASKED:
                 return
-            asked = [ts.executor for ts in job.tasks.values() if ts.executor and job.live_executor(ts)]
+            asked = [ts.executor for ts in job.tasks.values() if ts.executor and job.live_executor(ts)
+                     and (self.gang_keys is None or ts.key in self.gang_keys)]
         if self.containers.granted(asked):
             with job.lock:
                 gate.state = GateState.HELD

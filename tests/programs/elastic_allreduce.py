@@ -5,8 +5,8 @@ Each step all-reduces a tensor of ones (the sum must be WORLD_SIZE) and prints
 ``step=N world=W rank=R sum=S``; each world starts by printing ``training world=W from
 step=N at=<epoch seconds>``. ``ELASTIC_STEPS`` steps in all (default 20), each at least
 ``ELASTIC_STEP_SECONDS`` long (default 0.5). ``ELASTIC_FREEZE``: ``INDEX:STEP``: the task
-``SUBM_INDEX`` INDEX of the job's first attempt, at step STEP, freezes its executor
-(``EXECUTOR_PID``, SIGSTOP: as silent as a dead machine) and dies, as a machine that fails does.
+``SUBM_INDEX`` INDEX, at step STEP, once in the job, freezes its executor (``EXECUTOR_PID``,
+SIGSTOP: as silent as a dead machine) and dies, as a machine that fails does.
 """
 import json
 import os
@@ -49,9 +49,11 @@ def main() -> int:
     print(f"training world={world} from step={step} at={time.time():.3f}", flush=True)
     while step < steps:
         began = time.monotonic()
-        if freeze and os.environ.get("SUBM_ATTEMPT") == "0":
+        marker = os.path.join(os.environ["SUBM_SHARED_DIR"], "elastic-frozen")
+        if freeze and not os.path.exists(marker):
             index, at = freeze.split(":")
             if os.environ.get("SUBM_INDEX") == index and step == int(at):
+                open(marker, "w").close()
                 print(f"freezing my executor and dying at step={step}", flush=True)
                 os.kill(int(os.environ["EXECUTOR_PID"]), signal.SIGSTOP)
                 os._exit(137)
