@@ -46,7 +46,11 @@ def main() -> int:
     start = torch.tensor([load() if rank == 0 else 0])
     dist.broadcast(start, 0)
     step = int(start.item())
-    print(f"training world={world} from step={step} at={time.time():.3f}", flush=True)
+    said = f"training world={world} from step={step} at={time.time():.3f}"
+    print(said, flush=True)
+    if rank == 0:  # where a benchmark reads it, whichever backend ran the job
+        with open(os.path.join(os.environ["SUBM_SHARED_DIR"], "elastic-worlds.txt"), "a") as f:
+            f.write(said + "\n")
     while step < steps:
         began = time.monotonic()
         marker = os.path.join(os.environ["SUBM_SHARED_DIR"], "elastic-frozen")
