@@ -88,7 +88,8 @@ def format_report(report: JobReport) -> str:
     if any(counts.values()):
         lines.append(f"Restarts: {causes_words(counts)} (the cluster's faults spend no max_restarts)"
                      if counts[Cause.PREEMPTED.value] or counts[Cause.NODE_LOST.value] else
-                     f"Restarts: {causes_words(counts)}")
+                     f"Restarts: {causes_words(counts)} (an elastic world's resizes spend no budget)"
+                     if counts[Cause.RESIZED.value] else f"Restarts: {causes_words(counts)}")
     if report.diagnostics:
         lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)
