@@ -12,7 +12,9 @@ from submarine_py.am.elastic import grows, has_min, shrinks, split, starts
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.errors import SpecError
 from submarine_py.jobfile import spec_from_dict
+from submarine_py.output import format_report
 from submarine_py.plan import make_plan
+from submarine_py.report import JobReport
 from submarine_py.states import Cause
 from test_gang_scheduling_and_restart_policies import FakeContainers
 
@@ -195,6 +197,9 @@ def test_the_job_starts_with_min_and_grows_when_a_container_is_granted():
     assert worlds(fake) == [(0, 2, [0, 1]), (1, 3, [0, 1, 2])]
     assert report["world_sizes"] == [2, 3] and report["attempts"] == 2
     assert report["restarts_by_cause"] == {"resized": 1}  # no max_restarts (0) spent
+    shown = format_report(JobReport.from_dict(report))  # what subm status prints
+    assert "Elastic: 3 task(s) in this attempt's world; by attempt: 2, 3" in shown
+    assert "Restarts: 1 resized (an elastic world's resizes spend no budget)" in shown
     log = events(report)
     assert "gang ready: a world of 2 task(s) of at most 3 registered (attempt 1)" in log
     assert "worker:2 would grow the world but waits: no room for it now" in log
@@ -223,6 +228,17 @@ def test_a_loss_below_min_restarts_the_gang_as_before():
     report = run(fake, {"worker": {"instances": {"min": 2, "max": 3}, "command": "train"}})
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["restarts_by_cause"] == {"node_lost": 1} and report["world_sizes"] == [2, 2]
+
+
+def test_the_local_backend_refuses_only_what_min_cannot_have(monkeypatch):
+    from submarine_py.backends.local.backend import LocalBackend
+    from submarine_py.errors import ClusterLimitError
+
+    monkeypatch.setenv("SUBM_LOCAL_GPUS", "2")
+    roles = lambda low: {"worker": {"instances": {"min": low, "max": 8}, "resources": {"gpus": 1}, "command": "x"}}
+    LocalBackend().check_cluster(make_plan(spec(roles=roles(2))))  # grows as far as 2 GPUs let it
+    with pytest.raises(ClusterLimitError, match="the job needs 3 GPUs at once, this machine has 2"):
+        LocalBackend().check_cluster(make_plan(spec(roles=roles(3))))
 
 
 def test_a_failure_of_the_program_in_an_elastic_world_still_spends_max_restarts():

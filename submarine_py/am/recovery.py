@@ -325,6 +325,7 @@ class Recovery:
                    f"{'s' if lost_attempts != 1 else ''} ended without a verdict)")
             if previous:
                 job.events[:0] = list(previous.events)[-KEPT_EVENTS:]
+                job.world_sizes = list(previous.world_sizes)
                 job.gang_ready_seconds = previous.timings.gang_ready_seconds
             job.decide("%s; %s", why, f"its last saved state: attempt {shown(gang_attempt - between)}, "
                                       f"{gang_restarts - between} restart(s)" if previous

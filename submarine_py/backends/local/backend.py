@@ -111,8 +111,9 @@ class LocalBackend(Backend):
         return problems + _tensorboard_problems(spec)
 
     def check_cluster(self, plan: Plan) -> None:
-        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once)."""
-        wanted = sum(t.resources.gpus for t in plan.tasks)
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once; an elastic
+        role's ``min`` of them: it grows as far as the machine lets it)."""
+        wanted = sum(spec.resources.gpus * spec.fewest for spec in plan.job.roles.values())
         if not wanted:
             return
         have = len(local_gpu_ids())
