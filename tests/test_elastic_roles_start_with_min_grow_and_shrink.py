@@ -144,7 +144,7 @@ class Cluster(FakeContainers):
         self.never_register.add(task.id)
         return super().launch(task, env)
 
-    def admit_extra(self, task, placement):
+    def admit_extra(self, task, placement, asking=()):
         self.asked_extra.append(task.id)
         return Verdict(True) if self.room(self) else Verdict(False, "no room for it now")
 

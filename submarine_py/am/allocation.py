@@ -184,16 +184,18 @@ class Allocation:
             pending = [job.tasks[k] for k in need]
             job.to_launch = list(extra)
             self.gang_keys = set(need)
-        # What would grow it, asked for now where it fits: on its way, it joins the first world.
-        return pending + (self._grow([job.tasks[k] for k in extra], now) if extra else [])
+        # What would grow it, asked for now where it fits beside the gang: on its way, it joins
+        # the first world.
+        return pending + (self._grow([job.tasks[k] for k in extra], now, asking=pending) if extra else [])
 
-    def _grow(self, extra: List[Task], now: float) -> List[Task]:
+    def _grow(self, extra: List[Task], now: float, asking: List[Task] = ()) -> List[Task]:
         """Containers for an elastic role beyond its ``min``, asked for one at a time as each fits
         (:meth:`Containers.admit_extra`; the first that does not ends the round): the world grows
         with what the cluster can give, and never holds part of a gang idle waiting for more."""
         job, out = self.job, []
         for ts in extra:
-            verdict = self.containers.admit_extra(ts.plan, job.plan.job.placement)
+            verdict = self.containers.admit_extra(ts.plan, job.plan.job.placement,
+                                                  [t.plan for t in [*asking, *out]])
             with job.lock:
                 if job.finishing:
                     return out

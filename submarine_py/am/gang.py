@@ -113,6 +113,7 @@ class Gang:
                            len(job.tasks), shown(job.attempt), since)
             job.phase = Phase.RUNNING
             job.world, job.world_since = world, time.monotonic()
+            job.min_up_since = None  # (the next attempt's settling starts afresh)
             job.world_sizes.append(len(world))
             job.spans.append(len({job.tasks[k].host for k in world if job.tasks[k].host}))
             self.save_state()

@@ -91,8 +91,9 @@ class LocalContainers(Containers):
         got = self.ledger.reserve(want, self.submitted_at)
         return Verdict(True) if got.granted else Verdict(False, got.why)
 
-    def admit_extra(self, task: TaskPlan, placement: Placement) -> Verdict:
-        """The task's GPUs if that many are free now, without joining the waiting jobs."""
+    def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
+        """The task's GPUs if that many are free now, without joining the waiting jobs (what
+        ``asking`` needs is reserved already: the ledger is exact)."""
         if task.resources.gpus <= 0 or not self.has_gpus:
             return Verdict(True)
         self.in_ledger = True
