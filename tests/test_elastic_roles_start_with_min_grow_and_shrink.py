@@ -247,3 +247,36 @@ def test_a_failure_of_the_program_in_an_elastic_world_still_spends_max_restarts(
     assert report["state"] == "FAILED"
     assert "worker:1 failed with exit code 3 (attempt 1)" in report["diagnostics"]
     assert "job failed (max_restarts is 0)" in report["diagnostics"]
+
+
+def test_each_attempt_settles_afresh():
+    """A restarted gang waits for its own members again: the time its min was up in an earlier
+    attempt does not start the next one with whoever re-registered first."""
+    from submarine_py.am.elastic import Elasticity
+    from submarine_py.am.gang import Gang
+    from submarine_py.am.job import JobRun
+    from submarine_py.states import Phase, TaskState
+
+    now = [100.0]
+    job = JobRun(make_plan(spec(roles={"worker": {"instances": {"min": 1, "max": 2}, "command": "x"}},
+                                timeouts={"settle_seconds": 3})), "app")
+    elastic = Elasticity(job, resize=lambda why: None, clock=lambda: now[0])
+    gang = Gang(job, FakeContainers(lambda *a: None), shared_dir=None, heartbeat_seconds=1, gpu_sample_seconds=0,
+                save_state=lambda: None, elasticity=elastic)
+    w0, w1 = job.tasks[("worker", 0)], job.tasks[("worker", 1)]
+    for ts, port in ((w0, 1), (w1, 2)):
+        ts.address, ts.state = f"h:{port}", TaskState.REGISTERED
+    assert elastic.start_world() == (("worker", 0), ("worker", 1))
+    gang.maybe_run()
+    assert job.phase == Phase.RUNNING and job.min_up_since is None
+    # A restart: worker:0 is back first, worker:1 (its executor alive) is re-registering.
+    job.phase, now[0] = Phase.STARTING, 200.0
+    w1.state, w1.executor = TaskState.PENDING, "e1"
+    from submarine_py.am.records import Executor
+    job.executors["e1"] = Executor("e1", "worker")
+    w0.state = TaskState.REGISTERED
+    assert elastic.start_world() is None            # worker:1 is on its way: wait for it ...
+    now[0] = 202.9
+    assert elastic.start_world() is None
+    now[0] = 203.0
+    assert elastic.start_world() == (("worker", 0),)  # ... settle_seconds at most
