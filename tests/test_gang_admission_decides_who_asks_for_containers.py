@@ -130,3 +130,48 @@ def test_the_rms_nodes_queues_and_applications_become_room():
     assert found["queued"].submitted_at == 5.0 and len(found["queued"].needs) == 4 and not found["queued"].asked
     assert found["arriving"].asked and len(found["arriving"].needs) == 2  # 2 of 4 granted already
     assert parse_gang_tag(["subm-gang:1x1500m1c0g"]) == (Need(2048, 1, 0),)  # YARN's rounding
+
+
+def test_the_words_on_room_name_gpus_first_per_queue_and_node():
+    from submarine_py.backends.yarn.capacity import room_words
+
+    room = Room({"h1": Need(8192, 7, 0), "h2": Need(4096, 3, 1)}, queue_free=Need(40960, 44, 1),
+                queue_guaranteed=Need(24576, 24, 3), others=(gang("x", 2, 0),))
+    assert room_words(room, "teamb") == (
+        "queue teamb may take 1 GPU, 40960 MiB, 44 vcores more (3 GPUs guaranteed); free per node: "
+        "h2 1 GPU, 4096 MiB, 3 vcores; h1 0 GPUs, 8192 MiB, 7 vcores; 1 other job waiting for a gang")
+
+
+# -- the gate in the AM: replacements where the backend cannot queue a container ---------------
+
+def test_a_replacement_waits_for_room_where_the_backend_cannot_queue_it():
+    """Locally a task's replacement (say a finished task asked for again by a gang restart) may
+    find its machine's GPUs taken by another job: it waits, said once, instead of failing."""
+    from submarine_py.am.admission import Verdict
+    from submarine_py.am.allocation import Allocation
+    from submarine_py.am.containers import Containers
+    from submarine_py.am.job import JobRun
+    from submarine_py.am.records import Executor
+    from submarine_py.jobfile import spec_from_dict
+    from submarine_py.plan import make_plan
+
+    class Machine(Containers):
+        free = False
+
+        def admit(self, tasks, placement):
+            return Verdict(True) if self.free else Verdict(False, "waiting for 1 GPU: 0 free on this machine")
+
+    plan = make_plan(spec_from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
+    job, machine, now = JobRun(plan, "j"), Machine(), [100.0]
+    allocation = Allocation(job, machine, clock=lambda: now[0])
+    allocation.gate.state = GateState.HELD
+    w0, w1 = job.tasks[("worker", 0)], job.tasks[("worker", 1)]
+    job.executors["e1"] = Executor("e1", "worker", task=w1.key)
+    w1.executor = "e1"
+    job.to_launch = [w0.key]
+    assert allocation.launches() == [] and job.to_launch == [w0.key]
+    assert allocation.launches() == []  # not asked again before ADMIT_EVERY_SECONDS
+    now[0] += 3
+    machine.free = True
+    assert allocation.launches() == [w0] and job.to_launch == []
+    assert [e.message for e in job.events] == ["worker:0 waits: waiting for 1 GPU: 0 free on this machine"]

@@ -119,6 +119,9 @@ class Allocation:
         #: Growth of an elastic role (:meth:`_grow`): when to ask again, and why it waits.
         self.grow_not_before = 0.0
         self.grow_why = ""
+        #: When a replacement the backend cannot queue may next be admitted (local backend).
+        self.replacement_not_before = 0.0
+        self.replacement_why = ""
 
     # -- the main loop's questions (without the job's lock; they take it) ----------------------
     def launches(self) -> List[Task]:
@@ -149,10 +152,19 @@ class Allocation:
             need, extra = split(job.plan, job.to_launch, live)
             pending = [job.tasks[k] for k in need]
             if gate.state != GateState.QUEUED and not (whole and gate.state == GateState.HELD):
-                job.to_launch = list(extra)
-                growth = [job.tasks[k] for k in extra] if gate.state == GateState.HELD and now >= self.grow_not_before else []
+                # A replacement under a gang that is up (or being granted): asked for at once
+                # where the cluster queues what it cannot place yet (YARN); else admitted alone.
+                if not pending:
+                    needed: List[Task] = []
+                elif self.containers.queues_requests:
+                    job.to_launch = [k for k in job.to_launch if k not in need]
+                    needed = pending
+                else:
+                    needed = self._replacements(pending, now)
+                growth = [job.tasks[k] for k in extra if k in job.to_launch] \
+                    if extra and gate.state == GateState.HELD and now >= self.grow_not_before else []
                 if not growth:
-                    return pending  # a replacement under a gang that is up (or being granted)
+                    return needed
             elif not pending:
                 return []  # (only spares of an elastic role: they wait for its gang)
             else:
@@ -163,7 +175,7 @@ class Allocation:
                 if not gate.may_ask(now):
                     return []
         if growth is not None:
-            return pending + self._grow(growth, now)
+            return needed + self._grow(growth, now)
         verdict = self.containers.admit([ts.plan for ts in pending], job.plan.job.placement)
         with job.lock:
             if job.finishing:
@@ -212,6 +224,25 @@ class Allocation:
                                len(job.tasks))
                     out.append(ts)
         return out
+
+    def _replacements(self, pending: List[Task], now: float) -> List[Task]:
+        """Replacements on a backend that cannot queue a container (local: the machine's GPUs
+        another job took meanwhile): started once they fit, said once while they wait. Called
+        under the job's lock."""
+        job = self.job
+        if now < self.replacement_not_before:
+            return []
+        verdict = self.containers.admit([ts.plan for ts in pending], job.plan.job.placement)
+        if not verdict.fits:
+            if verdict.why != self.replacement_why:
+                job.decide("%s wait%s: %s", ", ".join(ts.plan.id for ts in pending),
+                           "s" if len(pending) == 1 else "", verdict.why)
+            self.replacement_why = verdict.why
+            self.replacement_not_before = now + ADMIT_EVERY_SECONDS
+            return []
+        self.replacement_why = ""
+        job.to_launch = [k for k in job.to_launch if job.tasks[k] not in pending]
+        return pending
 
     def check(self) -> None:
         """Each round, after launches: a gang granted, a hold run out, a queue wait too long."""

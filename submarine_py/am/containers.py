@@ -45,6 +45,10 @@ class Containers:
     name = "abstract"
     #: True when the first executor of every task was requested with the job itself.
     prelaunched = False
+    #: True when a container asked for that cannot be placed yet waits inside the cluster
+    #: (YARN's pending requests): replacements under a running gang are asked for at once.
+    #: False (local): they go through :meth:`admit` like a gang, alone.
+    queues_requests = False
     #: True when the cluster manager itself replaces an executor whose container failed
     #: (YARN through skein: quicker than asking for a new container afterwards).
     replaces_lost = False

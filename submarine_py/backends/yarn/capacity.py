@@ -169,3 +169,20 @@ class Capacity:
         """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""
         return Gang(job=self.app_id, queue=self.queue, submitted_at=self.started_at or submitted_at,
                     needs=needs_of(tasks, self.min_memory_mb), priority=self.priority)
+
+
+def room_words(room: Room, queue: str) -> str:
+    """``queue teamb may take 2 GPUs, 40960 MiB, 44 vcores more (3 GPUs guaranteed); free per
+    node: 127.0.0.101 0 GPUs 8192 MiB 7 vcores, ...``: what is short is seen first, GPUs first."""
+    def said(n: Need) -> str:
+        return f"{n.gpus} GPU{'s' if n.gpus != 1 else ''}, {n.memory_mb} MiB, {n.vcores} vcores"
+
+    parts = []
+    if room.queue_free is not None:
+        guaranteed = f" ({room.queue_guaranteed.gpus} GPUs guaranteed)" if room.queue_guaranteed is not None else ""
+        parts.append(f"queue {queue} may take {said(room.queue_free)} more{guaranteed}")
+    nodes = sorted(room.nodes.items(), key=lambda kv: (-kv[1].gpus, -kv[1].memory_mb, kv[0]))
+    parts.append("free per node: " + ("; ".join(f"{name} {said(n)}" for name, n in nodes) or "no running node"))
+    if room.others:
+        parts.append(f"{len(room.others)} other job{'s' if len(room.others) > 1 else ''} waiting for a gang")
+    return "; ".join(parts)

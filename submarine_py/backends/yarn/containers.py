@@ -24,7 +24,7 @@ from ...refusals import refusal
 from ...am.admission import Verdict, admit
 from ...am.containers import Containers, Ended
 from ...states import Cause, GateState, JobState, Placement
-from .capacity import PROGRESS, Capacity
+from .capacity import PROGRESS, Capacity, room_words
 from .rest import ResourceManager, nm_container, node_log, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
@@ -66,6 +66,7 @@ CLUSTER_DIAGNOSTICS = (
 
 class YarnContainers(Containers):
     name = "yarn"
+    queues_requests = True
 
     def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None,
                  app_id: str = "", submitted_at: Optional[float] = None):
@@ -321,9 +322,19 @@ class YarnContainers(Containers):
             word += (f" (pending: YARN has not allocated them; each asks <memory:{r.memory_mb} MiB, "
                      f"vCores:{r.vcores}, yarn.io/gpu:{r.gpus}>")
             if self.rm is not None:
-                word += "; " + self.rm.queue_headroom(self.plan.job.queue)
+                word += "; " + self._room_words()
             word += ")"
         return f"containers of role {role}: {word}"
+
+    def _room_words(self) -> str:
+        """What the job's queue and each node have free, GPUs first (for diagnostics)."""
+        if self.capacity is None:
+            return self.rm.queue_headroom(self.plan.job.queue) if self.rm is not None else ""
+        try:
+            room = self.capacity.room()
+        except Exception:
+            return self.rm.queue_headroom(self.plan.job.queue) if self.rm is not None else ""
+        return room_words(room, self.plan.job.queue)
 
     def _container(self, executor: Optional[str]):
         if not executor:
