@@ -24,7 +24,6 @@ shrink, which spends nothing.
 """
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -32,8 +31,6 @@ from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence
 from ..plan import Plan
 from ..states import Phase, TaskState
 from .job import JobRun, TaskKey
-
-log = logging.getLogger("subm.am")
 
 #: Beyond ``timeouts.lost_after_seconds``: how much longer a failure in an elastic world waits
 #: for word of a peer's loss (the AM's round, a poll of the containers).
