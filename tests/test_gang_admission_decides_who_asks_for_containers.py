@@ -175,3 +175,18 @@ def test_a_replacement_waits_for_room_where_the_backend_cannot_queue_it():
     machine.free = True
     assert allocation.launches() == [w0] and job.to_launch == []
     assert [e.message for e in job.events] == ["worker:0 waits: waiting for 1 GPU: 0 free on this machine"]
+
+
+def test_a_gang_the_cluster_can_never_hold_is_told_at_once():
+    # Four workers of more than half a node each, on three nodes: never, however long it waits.
+    big = Need(9000, 1, 0)
+    me = Gang(job="a", queue="q", submitted_at=0, needs=(big,) * 4)
+    totals = {f"n{i}": Need(16384, 16, 2) for i in range(3)}
+    verdict = admit(me, Room(nodes=totals, totals=totals), now=1)
+    assert not verdict.fits and verdict.never
+    assert verdict.why == ("the gang asks 36000 MiB, 4 vcores in 4 container(s), which cannot all fit at once on this "
+                           "cluster's 3 node(s) even if they were empty (the largest has 2 GPUs, 16384 MiB, 16 vcores)")
+    assert admit(Gang(job="a", queue="q", submitted_at=0, needs=(GPU,) * 7), Room(nodes=totals, queue_most=Need(
+        10 ** 6, 100, 6)), now=1).never  # more GPUs than the queue may ever hold
+    assert not admit(Gang(job="a", queue="q", submitted_at=0, needs=(big,) * 3), Room(nodes={}, totals=totals),
+                     now=1).never  # fits when the nodes empty: it waits

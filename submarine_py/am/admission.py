@@ -23,7 +23,7 @@ Everything here is pure: inputs in, a verdict out, for tests to drive alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: How long a younger job may pass an older waiting one whose gang does not fit (seconds).
@@ -87,6 +87,10 @@ class Room:
     #: YARN's preemption monitor is on: the scheduler takes containers back from queues above
     #: their guarantee for a queue below it.
     preemption: bool = False
+    #: What each running node has in all (free or not), by name; empty: unknown.
+    totals: Mapping[str, Need] = field(default_factory=dict)
+    #: The most the job's queue may ever hold (None: unknown).
+    queue_most: Optional[Need] = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class Verdict:
     why: str = ""
     #: Where each container would go (node names, in the order of the gang's needs), if it fits.
     placement: Tuple[str, ...] = ()
+    #: The gang can never fit, even on the cluster emptied (``why`` says what it asks and what
+    #: the cluster has): waiting would never end.
+    never: bool = False
 
     @property
     def nodes(self) -> int:
@@ -143,6 +150,9 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
     room left is what the next one sees); one that does not fit is passed by younger jobs only
     while it has waited less than ``starve_seconds``.
     """
+    never = _never(me, room)
+    if never:
+        return Verdict(False, never, never=True)
     free = dict(room.nodes)
     queue_free = room.queue_free
     ahead = sorted((g for g in room.others if g.job != me.job),
@@ -184,6 +194,20 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
     if placed is None:
         return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after)
     return Verdict(True, placement=tuple(placed))
+
+
+def _never(me: Gang, room: Room) -> str:
+    """Why ``me`` can never fit (on every node emptied, in its queue's maximum), or ""."""
+    want = total(me.needs)
+    if room.queue_most is not None and not want.fits_in(room.queue_most):
+        return (f"the gang asks {_words(want)} in {len(me.needs)} container(s), more than queue {me.queue} "
+                f"may ever hold ({_words(room.queue_most)})")
+    if room.totals and place(me.needs, room.totals) is None:
+        largest = max(room.totals.values(), key=lambda n: (n.gpus, n.memory_mb, n.vcores))
+        return (f"the gang asks {_words(want)} in {len(me.needs)} container(s), which cannot all fit at once on "
+                f"this cluster's {len(room.totals)} node(s) even if they were empty (the largest has "
+                f"{_words(largest)})")
+    return ""
 
 
 def _words(n: Need) -> str:

@@ -180,6 +180,10 @@ class Allocation:
         with job.lock:
             if job.finishing:
                 return []
+            if verdict.never:
+                job.finish(JobState.FAILED, f"{verdict.why}; job failed (waiting would never end: ask for "
+                                            f"fewer or smaller containers, or run on a larger cluster)")
+                return []
             if not verdict.fits:
                 if verdict.why != gate.why and not gate.why.startswith("gave its"):
                     job.decide("the gang waits, queued: %s", verdict.why)

@@ -87,6 +87,15 @@ def node_room(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, Need]:
     return out
 
 
+def node_totals(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, Need]:
+    """What each running node has in all (used and free), by host name."""
+    out: Dict[str, Need] = {}
+    for n in nodes:
+        if n.get("state") == "RUNNING":
+            out[str(n.get("nodeHostName") or n.get("id"))] = _need(n.get("availableResource")) + _need(n.get("usedResource"))
+    return out
+
+
 def find_queue(scheduler: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
     """The leaf queue ``name`` (its short name, or its path's last part) in the scheduler's JSON."""
     info = (scheduler.get("scheduler") or {}).get("schedulerInfo") or {}
@@ -104,11 +113,20 @@ def find_queue(scheduler: Mapping[str, Any], name: str) -> Optional[Mapping[str,
 def queue_room(scheduler: Mapping[str, Any], name: str) -> Tuple[Optional[Need], Optional[Need], Optional[Need]]:
     """(what the queue may still take, its guarantee, what it uses); all None where the
     scheduler does not say (FairScheduler, an older RM): then nodes alone bound admission."""
+    most = queue_most(scheduler, name)
+    if most is None:
+        return None, None, None
+    q = find_queue(scheduler, name) or {}
+    used = _need(q.get("resourcesUsed"))
+    return most - used, _need(q.get("minEffectiveCapacity")), used
+
+
+def queue_most(scheduler: Mapping[str, Any], name: str) -> Optional[Need]:
+    """The most the queue may ever hold (``maxEffectiveCapacity``), or None where not said."""
     q = find_queue(scheduler, name)
     if q is None or not q.get("maxEffectiveCapacity"):
-        return None, None, None
-    most, used = _need(q.get("maxEffectiveCapacity")), _need(q.get("resourcesUsed"))
-    return most - used, _need(q.get("minEffectiveCapacity")), used
+        return None
+    return _need(q.get("maxEffectiveCapacity"))
 
 
 def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
@@ -153,8 +171,10 @@ class Capacity:
         self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
 
     def room(self) -> Room:
-        nodes = node_room(self.rm.nodes())
-        free, guaranteed, used = queue_room(self.rm.scheduler(), self.queue)
+        listed = self.rm.nodes()
+        nodes = node_room(listed)
+        scheduler = self.rm.scheduler()
+        free, guaranteed, used = queue_room(scheduler, self.queue)
         from .app_spec import TAG
 
         apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"])
@@ -162,7 +182,8 @@ class Capacity:
             if a.get("id") == self.app_id:
                 self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
                 self.priority = int(a.get("priority") or 0)
-        return Room(nodes=nodes, queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
+        return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
+                    queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
                     preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
 
     def me(self, tasks: Sequence[TaskPlan], submitted_at: float) -> Gang:
