@@ -60,6 +60,10 @@ class Framework:
             if count > 1 and self.multi_process_roles is not None and role.name not in self.multi_process_roles:
                 shown = f"{role.processes!r} ({count})" if role.processes != count else str(count)
                 problems.append((f"roles.{role.name}.processes", f"{self.one_process_why}: at most 1, got {shown}"))
+        fixed = self.fixed_size_why(spec)
+        for role in spec.roles.values():
+            if role.elastic and fixed:
+                problems.append((f"roles.{role.name}.instances", f"{fixed}; give a number of instances"))
         roles = list(spec.roles)
         if not any(self.is_tracked(r.name, r.tracked, roles) for r in spec.roles.values()):
             problems.append(("roles", "no role is tracked, so the job could never finish; "
@@ -69,6 +73,12 @@ class Framework:
     def untracked_roles(self, roles: Collection[str] = ()) -> Tuple[str, ...]:
         """Roles the job does not wait for by default, given the job's ``roles``."""
         return self.untracked
+
+    def fixed_size_why(self, spec) -> Optional[str]:
+        """Why the job's programs cannot change size while they run, so that a range of
+        ``instances`` (an elastic role) is refused; None: they can, restarted with the new world
+        from their checkpoint (``docs/elastic.md``)."""
+        return None
 
     def is_tracked(self, role: str, override: Optional[bool] = None, roles: Collection[str] = ()) -> bool:
         return override if override is not None else role not in self.untracked_roles(roles)
@@ -208,6 +218,13 @@ class TensorFlow(Framework):
             return ("worker",) + self.untracked
         return self.untracked
 
+    def fixed_size_why(self, spec) -> Optional[str]:
+        if "ps" not in spec.roles:
+            return None  # MultiWorkerMirroredStrategy: a restart with a new TF_CONFIG is a new world
+        return ("TensorFlow with parameter servers cannot change size: ParameterServerStrategy spreads "
+                "the variables over the ps tasks it started with, and its coordinator schedules on the "
+                "workers it found when it started")
+
     def check(self, spec) -> List[Problem]:
         problems = super().check(spec)
         _single(spec, "chief", problems, "TensorFlow has one chief")
@@ -283,6 +300,10 @@ class MXNet(Framework):
     multi_process_roles = ()
     one_process_why = ("MXNet runs one process per task (ps-lite has no local ranks; give the role "
                        "more instances instead)")
+
+    def fixed_size_why(self, spec) -> Optional[str]:
+        return ("MXNet cannot change size: ps-lite's scheduler waits for exactly DMLC_NUM_WORKER workers "
+                "and DMLC_NUM_SERVER servers, and the keys are split over the servers it started with")
 
     def check(self, spec) -> List[Problem]:
         problems = super().check(spec)

@@ -60,6 +60,9 @@ def format_report(report: JobReport) -> str:
         lines.append(f"Queued {t.queued_seconds:.1f} s for room for its gang")
     if report.tensorboard_url:
         lines.append(f"TensorBoard: {report.tensorboard_url}")
+    if report.world_sizes:
+        lines.append(f"Elastic: {report.world_sizes[-1]} task(s) in this attempt's world; by attempt: "
+                     + ", ".join(str(n) for n in report.world_sizes))
     if report.tasks:
         with_gpu = any(task.gpu for task in report.tasks)
         rows = [["TASK", "STATE", "EXIT", "RESTARTS", "HOST"] + (["GPU MEAN/PEAK", "GPU MEM PEAK"] if with_gpu else [])
@@ -87,7 +90,8 @@ def format_report(report: JobReport) -> str:
     if any(counts.values()):
         lines.append(f"Restarts: {causes_words(counts)} (the cluster's faults spend no max_restarts)"
                      if counts[Cause.PREEMPTED.value] or counts[Cause.NODE_LOST.value] else
-                     f"Restarts: {causes_words(counts)}")
+                     f"Restarts: {causes_words(counts)} (an elastic world's resizes spend no budget)"
+                     if counts[Cause.RESIZED.value] else f"Restarts: {causes_words(counts)}")
     if report.diagnostics:
         lines.append(f"Diagnostics: {report.diagnostics}")
     return "\n".join(lines)

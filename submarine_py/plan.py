@@ -81,11 +81,29 @@ class Plan:
         return posixpath.join(shared_dir, TENSORBOARD_SUBDIR) if shared_dir else None
 
     def cluster_spec(self, addresses: Mapping[Tuple[str, int], Address]) -> Dict[str, List[Address]]:
-        """role -> addresses in index order, from ``{(role, index): 'host:port'}``."""
-        return {
-            role: [addresses[(role, i)] for i in range(spec.instances)]
-            for role, spec in self.job.roles.items()
-        }
+        """role -> addresses in index order, from ``{(role, index): 'host:port'}``: the tasks of
+        this attempt's world. A role of fixed size has every task in it; an elastic role those of
+        its tasks ``addresses`` names (its world this attempt: ``am/elastic.py`` decides), each
+        at its place among them (:meth:`world_index`)."""
+        out: Dict[str, List[Address]] = {}
+        for role, spec in self.job.roles.items():
+            if spec.elastic:
+                out[role] = [addresses[k] for k in sorted(k for k in addresses if k[0] == role)]
+            else:
+                out[role] = [addresses[(role, i)] for i in range(spec.instances)]
+        return out
+
+    @staticmethod
+    def world_index(task: "TaskPlan", members: Sequence[Tuple[str, int]]) -> int:
+        """``task``'s index in a world of ``members`` (task keys): its place among the members
+        of its role, in index order. Equal to ``task.index`` where every task of the role is a
+        member (a role of fixed size); an elastic role's world numbers its members 0..n-1, so
+        that ranks leave no gap where a task is missing."""
+        return sorted(i for r, i in members if r == task.role).index(task.index)
+
+    def elastic_roles(self) -> Dict[str, Tuple[int, int]]:
+        """Each elastic role's (min, max) tasks."""
+        return {role: (spec.fewest, spec.instances) for role, spec in self.job.roles.items() if spec.elastic}
 
     def placeholder_cluster(self) -> Dict[str, List[Address]]:
         """The cluster spec with ``<role.index.host>:<role.index.port>`` placeholders."""
@@ -105,15 +123,19 @@ class Plan:
         return {t.role: t.processes for t in self.tasks}
 
     def process_envs(self, task: TaskPlan, cluster: Mapping[str, Sequence[Address]], job_id: str,
-                     attempt: int, shared_dir: Optional[str] = None) -> List[Dict[str, str]]:
+                     attempt: int, shared_dir: Optional[str] = None,
+                     index: Optional[int] = None) -> List[Dict[str, str]]:
         """The environment of each of the task's processes (``task.processes`` of them), in
         local-rank order: what the executor starts them with, on top of what they inherit.
+        ``cluster``: this attempt's world; ``index``: the task's place in it
+        (:meth:`world_index`; None: ``task.index``, as in a role of fixed size).
 
         Each is, by precedence: the framework's defaults (``OMP_NUM_THREADS`` ...), then the
         role's ``env``, then the framework's variables (ranks, addresses), then subm's own
         ``SUBM_*``: a role's ``env`` can tune a default but never change a rank.
         """
-        host, port = split_address(cluster[task.role][task.index])
+        index = task.index if index is None else index
+        host, port = split_address(cluster[task.role][index])
         fw = self.framework
         run = TaskRun(job_id=job_id, attempt=attempt, max_restarts=self.job.restart.max_restarts)
         subm = {
@@ -121,11 +143,11 @@ class Plan:
             "SUBM_JOB_NAME": self.job.name,
             "SUBM_FRAMEWORK": self.job.framework,
             "SUBM_ROLE": task.role,
-            "SUBM_INDEX": str(task.index),
+            "SUBM_INDEX": str(index),
             "SUBM_ATTEMPT": str(attempt),
             "SUBM_HOST": host,
             "SUBM_PORT": port,
-            "SUBM_NUM_TASKS": str(len(self.tasks)),
+            "SUBM_NUM_TASKS": str(sum(len(a) for a in cluster.values())),
             "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
             "SUBM_LOCAL_WORLD_SIZE": str(task.processes),
         }
@@ -138,7 +160,7 @@ class Plan:
         for local_rank in range(task.processes):
             env = fw.defaults(task.role, task.processes)
             env.update(task.env)
-            env.update(fw.env(cluster, task.role, task.index, local_rank, self.processes_by_role, run))
+            env.update(fw.env(cluster, task.role, index, local_rank, self.processes_by_role, run))
             env.update(subm)
             env["SUBM_LOCAL_RANK"] = str(local_rank)
             envs.append(env)

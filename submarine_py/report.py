@@ -279,6 +279,9 @@ class JobReport:
     nodes_spanned: Tuple[int, ...] = ()
     #: A sweep's trials and its best so far (None: not a sweep).
     sweep: Optional[SweepReport] = None
+    #: An elastic job's (``docs/elastic.md``): the tasks in each attempt's world, in order
+    #: (empty for a job whose roles have a fixed size).
+    world_sizes: Tuple[int, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -309,6 +312,8 @@ class JobReport:
             d["restarts_by_cause"] = counts
         if self.nodes_spanned:
             d["nodes_spanned"] = list(self.nodes_spanned)
+        if self.world_sizes:
+            d["world_sizes"] = list(self.world_sizes)
         if self.yarn_state is not None or self.tracking_url is not None:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         if self.sweep is not None:
@@ -340,6 +345,8 @@ class JobReport:
                               "duration_seconds": t.duration_seconds,
                               "diagnostics": t.diagnostics} for t in self.sweep.trials]
             out["best"] = best_of(self.sweep.best) if self.sweep.best else None
+        if self.world_sizes:
+            out["world_sizes"] = list(self.world_sizes)
         return out
 
     @classmethod
@@ -375,4 +382,5 @@ class JobReport:
             waiting_for=data.get("waiting_for"),
             nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
             sweep=SweepReport.from_dict(data.get("sweep")),
+            world_sizes=tuple(int(n) for n in data.get("world_sizes") or ()),
         )

@@ -55,15 +55,17 @@ class Decision:
 
 @dataclass(frozen=True)
 class Spent:
-    """Restarts spent so far, by the gang or by one task: in all (``restarts``), and how many of
-    them were for the cluster's faults (``cluster``); the rest spent ``max_restarts``."""
+    """Restarts so far, by the gang or by one task: in all (``restarts``), how many of them were
+    for the cluster's faults (``cluster``) and how many resized an elastic gang (``resized``:
+    they spend nothing); the rest spent ``max_restarts``."""
 
     restarts: int = 0
     cluster: int = 0
+    resized: int = 0
 
     @property
     def program(self) -> int:
-        return self.restarts - self.cluster
+        return self.restarts - self.cluster - self.resized
 
 
 @dataclass(frozen=True)

@@ -85,18 +85,26 @@ class Cause(_Named):
 
     The program's (``failed``, ``hung``) spend ``restart.max_restarts``; the cluster's
     (``preempted``, ``node_lost``) spend ``restart.max_cluster_restarts`` instead: a replacement
-    container runs the same program, which did nothing wrong.
+    container runs the same program, which did nothing wrong. ``resized`` (an elastic gang
+    restarted with a bigger or smaller world: ``docs/elastic.md``) spends neither: nothing failed
+    that a budget could bound.
     """
 
     FAILED = "failed"        # its command exited non-zero (or was killed for its memory), or never started
     HUNG = "hung"            # it printed nothing for timeouts.hang_seconds (and used no GPU)
     PREEMPTED = "preempted"  # the cluster took its container back for other work
     NODE_LOST = "node_lost"  # its machine died or stopped answering (or its disks failed)
+    RESIZED = "resized"      # an elastic gang grew (containers granted) or shrank (a node lost): a new world
 
     @property
     def is_cluster(self) -> bool:
         """The cluster's doing, not the program's."""
         return self in (Cause.PREEMPTED, Cause.NODE_LOST)
+
+    @property
+    def spends(self) -> bool:
+        """Whether a restart for it spends a budget (``max_restarts`` or ``max_cluster_restarts``)."""
+        return self != Cause.RESIZED
 
     @property
     def words(self) -> str:

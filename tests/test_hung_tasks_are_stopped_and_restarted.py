@@ -181,7 +181,7 @@ def test_a_local_task_that_prints_then_hangs_is_failed_and_restarted_by_its_poli
     no_leftovers.append(report["app_id"])
     assert rc == 0, report
     assert report["state"] == "SUCCEEDED" and report["attempts"] == 2
-    assert report["restarts_by_cause"] == {"failed": 0, "hung": 1, "preempted": 0, "node_lost": 0}
+    assert report["restarts_by_cause"] == {"failed": 0, "hung": 1, "preempted": 0, "node_lost": 0, "resized": 0}
     am_log = (subm_home / "local" / report["app_id"] / "am.log").read_text()
     assert re.search(r"worker:0 printed nothing for \d+ s \(timeouts.hang_seconds 3\): stopping it as hung", am_log)
     assert re.search(r"worker:0 failed with no output for \d+ s: hung", am_log), am_log

@@ -286,7 +286,7 @@ def test_the_history_keeps_the_causes_and_reads_rows_written_before_them(tmp_pat
 
     before, after = history.rows()
     assert before["restarts_by_cause"] is None and before["tasks"][0]["cause"] is None
-    assert after["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 2, "node_lost": 0}
+    assert after["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 2, "node_lost": 0, "resized": 0}
     assert after["tasks"][0]["cause"] == "preempted"
     assert ["application_1_0002", "ddp", "FAILED", "3", "(2", "preempted)"] in \
         [line.split()[:6] for line in format_history([before, after]).splitlines()]

@@ -67,9 +67,9 @@ def test_the_public_json_keeps_the_readme_shape():
     assert public["tasks"][1] == {"role": "worker", "index": 1, "state": "FAILED", "exit_code": 3, "restarts": 1,
                                   "host": "127.0.0.1", "log": "/j/logs/worker-1.stdout", "tracked": True,
                                   "gpu": None, "cause": None, "quiet_seconds": None,
-                                  "restarts_by_cause": {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0}}
+                                  "restarts_by_cause": {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0, "resized": 0}}
     # Added with the cluster's own restart budget: always every cause, 0 where none.
-    assert public["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0}
+    assert public["restarts_by_cause"] == {"failed": 0, "hung": 0, "preempted": 0, "node_lost": 0, "resized": 0}
     assert public["timings"] == {"gang_ready_seconds": 0.3, "total_seconds": 4.1}
 
 

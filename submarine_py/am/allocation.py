@@ -12,6 +12,11 @@ then ASKED; if the cluster has not granted every container within ``timeouts.hol
 all of them go back and the job waits again, after a backoff that doubles each time. A single
 replacement (a task restarted alone, a container lost under a running gang) is asked for at
 once: the rest of its gang is up and waits for it.
+
+An elastic role (``instances: {min, max}``) passes the gate with its ``min`` tasks; the rest
+are asked for one at a time, each when it fits (:meth:`Allocation._grow`): with the gang where
+they fit then (they join its first world), else later, joining the world by growing it
+(``elastic.py``). Only the gang's containers must be granted within the hold.
 """
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ..states import GateState, JobState, Phase, TaskState
 from .containers import Containers
+from .elastic import split
 from .job import JobRun
 from .records import Task
 
@@ -107,6 +113,12 @@ class Allocation:
             job.phase = Phase.QUEUED
         #: The gate's state the backend was last told of (:meth:`Containers.announce`).
         self.announced: Optional[GateState] = None
+        #: The tasks the gate admitted last (None: every task): only their containers must be
+        #: granted within the hold (an elastic role's growth is not part of its gang).
+        self.gang_keys: Optional[set] = None
+        #: Growth of an elastic role (:meth:`_grow`): when to ask again, and why it waits.
+        self.grow_not_before = 0.0
+        self.grow_why = ""
         #: When a replacement the backend cannot queue may next be admitted (local backend).
         self.replacement_not_before = 0.0
         self.replacement_why = ""
@@ -131,20 +143,39 @@ class Allocation:
         with job.lock:
             if job.finishing or not job.to_launch:
                 return []
-            pending = [job.tasks[k] for k in job.to_launch]
             whole = not any(job.live_executor(ts) for ts in job.tasks.values())
+            live: Dict[str, int] = {}
+            for ts in job.tasks.values():
+                if not whole and job.live_executor(ts):
+                    live[ts.plan.role] = live.get(ts.plan.role, 0) + 1
+            # What the gang needs (an elastic role: up to its min) and what would grow it.
+            need, extra = split(job.plan, job.to_launch, live)
+            pending = [job.tasks[k] for k in need]
             if gate.state != GateState.QUEUED and not (whole and gate.state == GateState.HELD):
                 # A replacement under a gang that is up (or being granted): asked for at once
                 # where the cluster queues what it cannot place yet (YARN); else admitted alone.
-                if self.containers.queues_requests:
-                    job.to_launch = []
-                    return pending
-                return self._replacements(pending, now)
-            if gate.state == GateState.HELD:  # every container went back: a new gang
-                gate.queue(now)
-                job.phase = Phase.QUEUED
-            if not gate.may_ask(now):
-                return []
+                if not pending:
+                    needed: List[Task] = []
+                elif self.containers.queues_requests:
+                    job.to_launch = [k for k in job.to_launch if k not in need]
+                    needed = pending
+                else:
+                    needed = self._replacements(pending, now)
+                growth = [job.tasks[k] for k in extra if k in job.to_launch] \
+                    if extra and gate.state == GateState.HELD and now >= self.grow_not_before else []
+                if not growth:
+                    return needed
+            elif not pending:
+                return []  # (only spares of an elastic role: they wait for its gang)
+            else:
+                growth = None
+                if gate.state == GateState.HELD:  # every container went back: a new gang
+                    gate.queue(now)
+                    job.phase = Phase.QUEUED
+                if not gate.may_ask(now):
+                    return []
+        if growth is not None:
+            return needed + self._grow(growth, now)
         verdict = self.containers.admit([ts.plan for ts in pending], job.plan.job.placement)
         with job.lock:
             if job.finishing:
@@ -165,9 +196,38 @@ class Allocation:
             job.decide("the gang fits%s: asking for its %d container(s)%s",
                        f" ({verdict.why})" if verdict.why else "", len(pending),
                        f" after {queued:.1f} s queued" if queued >= 1 else "")
-            pending = [job.tasks[k] for k in job.to_launch]
-            job.to_launch = []
-        return pending
+            need, extra = split(job.plan, job.to_launch, {})
+            pending = [job.tasks[k] for k in need]
+            job.to_launch = list(extra)
+            self.gang_keys = set(need)
+        # What would grow it, asked for now where it fits beside the gang: on its way, it joins
+        # the first world.
+        return pending + (self._grow([job.tasks[k] for k in extra], now, asking=pending) if extra else [])
+
+    def _grow(self, extra: List[Task], now: float, asking: List[Task] = ()) -> List[Task]:
+        """Containers for an elastic role beyond its ``min``, asked for one at a time as each fits
+        (:meth:`Containers.admit_extra`; the first that does not ends the round): the world grows
+        with what the cluster can give, and never holds part of a gang idle waiting for more."""
+        job, out = self.job, []
+        for ts in extra:
+            verdict = self.containers.admit_extra(ts.plan, job.plan.job.placement,
+                                                  [t.plan for t in [*asking, *out]])
+            with job.lock:
+                if job.finishing:
+                    return out
+                if not verdict.fits:
+                    self.grow_not_before = now + ADMIT_EVERY_SECONDS
+                    if verdict.why != self.grow_why:
+                        self.grow_why = verdict.why
+                        job.decide("%s would grow the world but waits: %s", ts.plan.id, verdict.why)
+                    return out
+                if ts.key in job.to_launch:
+                    job.to_launch.remove(ts.key)
+                    self.grow_why = ""
+                    job.decide("%s fits: asking for its container (growing toward %d task(s))", ts.plan.id,
+                               len(job.tasks))
+                    out.append(ts)
+        return out
 
     def _replacements(self, pending: List[Task], now: float) -> List[Task]:
         """Replacements on a backend that cannot queue a container (local: the machine's GPUs
@@ -207,7 +267,8 @@ class Allocation:
                 return
             if gate.state != GateState.ASKED:
                 return
-            asked = [ts.executor for ts in job.tasks.values() if ts.executor and job.live_executor(ts)]
+            asked = [ts.executor for ts in job.tasks.values() if ts.executor and job.live_executor(ts)
+                     and (self.gang_keys is None or ts.key in self.gang_keys)]
         if self.containers.granted(asked):
             with job.lock:
                 gate.state = GateState.HELD

@@ -59,6 +59,13 @@ class Containers:
         admitted for the job (a machine's GPUs) until :meth:`kill` or :meth:`close`."""
         return Verdict(True)
 
+    def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
+        """Whether one more container, for ``task`` of an elastic role beyond its ``min``, fits
+        now: growth takes room that is free, never waits in line for it or holds it (a yes may
+        hold what it admitted for ``task``, as :meth:`admit`). ``asking``: containers of this
+        job asked for in the same breath, which the cluster does not count yet."""
+        return self.admit([*asking, task], placement)
+
     def granted(self, executors: Sequence[str]) -> bool:
         """Whether the cluster has allocated the containers of these executors (all of them)."""
         return True

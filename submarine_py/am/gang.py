@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional
 from ..states import JobState, Phase, TaskState
 from .containers import Containers
 from .diagnostics import gang_missing
+from .elastic import Elasticity
 from .job import JobRun
 from .records import Executor, Task, shown
 
@@ -24,9 +25,12 @@ class Gang:
     AM can read them (called when the gang is ready)."""
 
     def __init__(self, job: JobRun, containers: Containers, *, shared_dir: Optional[str],
-                 heartbeat_seconds: float, gpu_sample_seconds: float, save_state: Callable[[], None]):
+                 heartbeat_seconds: float, gpu_sample_seconds: float, save_state: Callable[[], None],
+                 elasticity: Optional[Elasticity] = None):
         self.job = job
         self.containers = containers
+        #: Which registered tasks make up an attempt's world (every task, unless a role is elastic).
+        self.elasticity = elasticity or Elasticity(job, resize=lambda why: None)
         #: SUBM_SHARED_DIR of every task (the backend created it), or None.
         self.shared_dir = shared_dir
         self.heartbeat_seconds = heartbeat_seconds
@@ -56,6 +60,7 @@ class Gang:
                 return {"index": None}
             ts.address = f"{body['host']}:{int(body['port'])}"
             ts.state = TaskState.REGISTERED
+            ts.registered_at = time.monotonic()
             ts.failed_launches = 0
             ex.attempt, ex.registered = ts.attempt, True
             ts.log = self.containers.log_location(ts.plan, ex_id)
@@ -82,15 +87,16 @@ class Gang:
         return ts
 
     def maybe_run(self) -> None:
-        """Start every registered task whose peers are all registered."""
+        """Start every registered task of the world whose peers are all registered: the gang
+        once its world is up (every task, or an elastic role's world: :mod:`.elastic`), or a
+        task restarted alone under a gang that runs. Also called each round (an elastic world
+        may start once ``timeouts.settle_seconds`` have passed)."""
         job = self.job
         if job.finishing:
             return
-        waiting = [ts for ts in job.tasks.values() if ts.state == TaskState.REGISTERED]
-        if not waiting:
-            return
         if job.phase == Phase.STARTING:
-            if any(ts.state != TaskState.REGISTERED for ts in job.tasks.values()):
+            world = self.elasticity.start_world()
+            if world is None:
                 return
             # The first time: seconds since submission, the number the report's timings (and the
             # summary line) carry; after a restart: seconds since that restart.
@@ -99,19 +105,30 @@ class Gang:
                 since = f"{job.gang_ready_seconds:.1f} s after submission"
             else:
                 since = f"{time.monotonic() - job.gang_started:.1f} s after the restart"
-            job.decide("gang ready: all %d tasks registered (attempt %d), %s",
-                       len(job.tasks), shown(job.attempt), since)
+            if self.elasticity.on:
+                job.decide("gang ready: a world of %d task(s) of at most %d registered (attempt %d), %s",
+                           len(world), len(job.tasks), shown(job.attempt), since)
+            else:
+                job.decide("gang ready: all %d tasks registered (attempt %d), %s",
+                           len(job.tasks), shown(job.attempt), since)
             job.phase = Phase.RUNNING
-            job.spans.append(len({ts.host for ts in job.tasks.values() if ts.host}))
+            job.world, job.world_since = world, time.monotonic()
+            job.min_up_since = None  # (the next attempt's settling starts afresh)
+            job.world_sizes.append(len(world))
+            job.spans.append(len({job.tasks[k].host for k in world if job.tasks[k].host}))
             self.save_state()
+        waiting = [job.tasks[k] for k in job.world if job.tasks[k].state == TaskState.REGISTERED]
+        if not waiting:
+            return
         plan = job.plan
-        job.cluster = plan.cluster_spec({ts.key: ts.address for ts in job.tasks.values()})
+        job.cluster = plan.cluster_spec({k: job.tasks[k].address for k in job.world})
         hold = plan.framework.reuses_port
         for ts in waiting:
             ex = job.live_executor(ts)
             if ex is None:
                 continue
-            envs = plan.process_envs(ts.plan, job.cluster, job.job_id, ts.attempt, self.shared_dir)
+            envs = plan.process_envs(ts.plan, job.cluster, job.job_id, ts.attempt, self.shared_dir,
+                                     index=plan.world_index(ts.plan, job.world))
             header = (f"[subm] job={job.job_id} role={ts.plan.role} index={ts.plan.index} "
                       f"attempt={shown(ts.attempt)} host={ts.host} container={ex.info.get('container') or ex.id} "
                       f"command: {ts.plan.command}")

@@ -62,6 +62,14 @@ class JobRun:
         self.events: List[Event] = []
         #: Nodes each attempt of the gang spanned (hosts of its tasks when it was ready).
         self.spans: List[int] = []
+        #: The tasks that run together in this attempt (its world): every task, unless a role is
+        #: elastic (``elastic.py`` decides which); and the number of them in each attempt so far.
+        self.world: Tuple[TaskKey, ...] = tuple(self.tasks)
+        self.world_sizes: List[int] = []
+        #: When (monotonic) the world last changed (the gang started), and since when the tasks
+        #: registered for the attempt being started have had their ``min`` (elastic roles).
+        self.world_since = time.monotonic()
+        self.min_up_since: Optional[float] = None
 
     # -- the AM's words --------------------------------------------------------------------
     def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
@@ -89,7 +97,8 @@ class JobRun:
             self.to_launch.append(ts.key)
 
     def all_tracked_succeeded(self) -> bool:
-        return all(t.state == TaskState.SUCCEEDED for t in self.tasks.values() if t.plan.tracked)
+        """Every tracked task of the world succeeded (an elastic role's tasks outside it never ran)."""
+        return all(t.state == TaskState.SUCCEEDED for k, t in self.tasks.items() if t.plan.tracked and k in self.world)
 
     # -- the job's TensorBoard ---------------------------------------------------------------
     def is_tensorboard(self, ts: Task) -> bool:

@@ -90,7 +90,8 @@ class ApplicationMaster:
         #: so that a silence that long is three missed calls.
         self.gang = Gang(self.job, containers, shared_dir=shared_dir,
                          heartbeat_seconds=min(HEARTBEAT_SECONDS, timeouts.lost_after_seconds / 3),
-                         gpu_sample_seconds=sample_seconds_setting(), save_state=self._save_state)
+                         gpu_sample_seconds=sample_seconds_setting(), save_state=self._save_state,
+                         elasticity=self.recovery.elasticity)
 
     def executor_env(self, task: TaskPlan) -> Dict[str, str]:
         """What the containers must put in the environment of an executor the AM starts."""
@@ -182,6 +183,9 @@ class ApplicationMaster:
                 next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
             self._launch_and_poll()
             with job.lock:
+                if self.recovery.elasticity.on:  # an elastic world starts (or grows) when its time comes
+                    self.gang.maybe_run()
+                    self.recovery.elasticity.check()
                 self.gang.check_timeout()
                 self.supervision.check_hangs()
                 if job_deadline and time.monotonic() > job_deadline and not job.finishing:

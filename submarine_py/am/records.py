@@ -50,6 +50,8 @@ class Task:
     hang_stopped: Optional[int] = None
     quiet_warned: Optional[int] = None
     gpu_busy_at: Optional[float] = None
+    #: When (monotonic) it last registered: how long a spare of an elastic role has waited.
+    registered_at: float = 0.0
 
     @property
     def cluster_restarts(self) -> int:

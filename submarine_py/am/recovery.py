@@ -26,6 +26,7 @@ from ..report import JobReport, replace
 from ..restarts import Decision, Remedy, Restarts, Spent
 from ..states import Cause, JobState, Phase, RestartPolicy, TaskState
 from .diagnostics import quote_stderr, quote_tail
+from .elastic import Elasticity
 from .job import JobRun
 from .records import Task, shown
 
@@ -49,6 +50,9 @@ class Recovery:
         self.save_state = save_state
         #: Gives every container of the gang back and queues the job (``Allocation.give_back``).
         self.give_back = give_back
+        #: An elastic job's world: when it shrinks instead of restarting for a loss, and which
+        #: failures wait for word of a loss (:mod:`.elastic`).
+        self.elasticity = Elasticity(job, self.resize)
 
     # -- a task failed ----------------------------------------------------------------------
     def task_failed(self, ts: Task, code: int, why: str = "", stderr: Tuple[str, str] = ("", ""),
@@ -58,6 +62,8 @@ class Recovery:
         lines: :func:`.diagnostics.quote_stderr`); ``local_rank``: which of its processes failed;
         ``cause``: the program's (``FAILED``, ``HUNG``)."""
         job = self.job
+        if self.spare_gone(ts, f"ended ({why or f'exit code {code}'})"):
+            return
         who = ts.plan.id if local_rank is None else f"{ts.plan.id} (local rank {local_rank})"
         ts.exit_code = code
         ts.state, ts.cause = TaskState.FAILED, cause
@@ -73,16 +79,32 @@ class Recovery:
         if quoted:
             log.warning("%s failed (attempt %d):\n%s", who, shown(ts.attempt), quoted)
         failure = f"{who} failed with {reason} (attempt {shown(ts.attempt)}){where}"
+        if self.elasticity.hold(ts.key, ts.attempt, lambda: self._after_failure(ts, failure, quoted, cause)):
+            return
+        self._after_failure(ts, failure, quoted, cause)
+
+    def _after_failure(self, ts: Task, failure: str, quoted: str, cause: Cause) -> None:
         decision = self.restarts.after(cause, *self.spent(ts))
         if not decision.gives_up:
             self.restart(ts, decision, failure, cause)
         else:
-            job.finish(JobState.FAILED, f"{failure}; job failed ({decision.why})" + (f"\n{quoted}" if quoted else ""))
+            self.job.finish(JobState.FAILED, f"{failure}; job failed ({decision.why})" + (f"\n{quoted}" if quoted else ""))
 
     def spent(self, ts: Task) -> Tuple[Spent, Spent]:
-        """The restarts spent so far by the gang and by ``ts`` (what :meth:`Restarts.after` weighs)."""
+        """The restarts so far of the gang and of ``ts`` (what :meth:`Restarts.after` weighs)."""
         job = self.job
-        return Spent(job.gang_restarts, job.gang_cluster_restarts), Spent(ts.restarts, ts.cluster_restarts)
+        resized = Cause.RESIZED
+        return (Spent(job.gang_restarts, job.gang_cluster_restarts, job.restarts_by_cause.get(resized, 0)),
+                Spent(ts.restarts, ts.cluster_restarts, ts.restarts_by_cause.get(resized, 0)))
+
+    def resize(self, why: str) -> None:
+        """An elastic gang restarts with a new world, bigger (containers granted) or smaller (a
+        member taken by the cluster): its doing, so no budget is spent (``Cause.RESIZED``).
+        The world is chosen when the gang starts again (:meth:`.elastic.Elasticity.start_world`)."""
+        job = self.job
+        job.restarts_by_cause[Cause.RESIZED] = job.restarts_by_cause.get(Cause.RESIZED, 0) + 1
+        job.gang_restarts += 1
+        self.restart_gang(why, Cause.RESIZED)
 
     def restart(self, ts: Task, decision: Decision, why: str, cause: Cause) -> None:
         """Carry out a decision to restart the gang or ``ts`` alone, counting it for ``cause``."""
@@ -98,6 +120,8 @@ class Recovery:
     def _budget(self, cause: Cause, cluster_spent: int) -> str:
         """The words a restart's decision gives its budget: attempts at most (the program's
         failures), or this restart of ``max_cluster_restarts`` (the cluster's faults)."""
+        if not cause.spends:
+            return " (an elastic world resized: no restart budget spent)"
         if cause.is_cluster:
             return (f" (the cluster's fault: restart {cluster_spent} of at most {self.restarts.max_cluster_restarts} "
                     f"for the cluster's faults, no max_restarts spent)")
@@ -149,9 +173,20 @@ class Recovery:
         of the program, so a restart spends ``max_cluster_restarts``. ``why``: what the cluster
         said; ``code``: YARN's exit status, where known."""
         job = self.job
+        if self.spare_gone(ts, f"was {_taken_words(cause)}: {why}"):
+            return
         ts.state, ts.cause, ts.exit_code = TaskState.FAILED, cause, code
         taken = f"{ts.plan.id} was {_taken_words(cause)} (attempt {shown(ts.attempt)}): {why}"
         job.decide("%s", taken, level=logging.WARNING)
+        if self.elasticity.shrinks(ts.key):
+            left = len(job.world) - 1
+            absorbed = self.elasticity.absorbed()
+            if absorbed:
+                job.decide("the failure of %s came of that loss: no restart spent for it", ", ".join(absorbed))
+            self.resize(f"{taken}; shrinking the world from {len(job.world)} to {left} task(s) (at least "
+                        f"{job.plan.job.roles[ts.plan.role].fewest} of {ts.plan.role} remain) instead of waiting "
+                        f"for a replacement, which is asked for in the background")
+            return
         decision = self.restarts.after(cause, *self.spent(ts))
         if decision.gives_up:
             job.finish(JobState.FAILED, f"{taken}; job failed ({decision.why})")
@@ -180,6 +215,17 @@ class Recovery:
         job.decide("%s: its container was %s before its executor registered (%s): replacing it", ts.plan.id,
                    _taken_words(cause), what, level=logging.WARNING)
         job.need_executor(ts)
+
+    def spare_gone(self, ts: Task, what: str) -> bool:
+        """A spare of an elastic role (registered, outside the running world) lost its executor:
+        it never ran in this attempt, so only a new container is asked for (it costs nothing)."""
+        if not self.elasticity.outside(ts.key):
+            return False
+        self.job.decide("%s (a spare outside the running world) %s: asking for another container", ts.plan.id, what,
+                        level=logging.WARNING)
+        ts.state, ts.exit_code, ts.cause = TaskState.PENDING, None, None
+        self.job.need_executor(ts)
+        return True
 
     def task_hung(self, ts: Task, code: int, quiet: float, stderr: Tuple[str, str], stdout: str = "") -> None:
         """``ts`` printed nothing for ``quiet`` seconds and its executor stopped it (exit ``code``):
@@ -279,6 +325,7 @@ class Recovery:
                    f"{'s' if lost_attempts != 1 else ''} ended without a verdict)")
             if previous:
                 job.events[:0] = list(previous.events)[-KEPT_EVENTS:]
+                job.world_sizes = list(previous.world_sizes)
                 job.gang_ready_seconds = previous.timings.gang_ready_seconds
             job.decide("%s; %s", why, f"its last saved state: attempt {shown(gang_attempt - between)}, "
                                       f"{gang_restarts - between} restart(s)" if previous
@@ -291,8 +338,9 @@ class Recovery:
                 ts.began = time.time()
             job.attempt, job.gang_restarts = gang_attempt, gang_restarts
             self._restore_causes(previous, before)
-            decision = self.restarts.after_am_loss(gang_restarts - job.gang_cluster_restarts,
-                                                   [ts.restarts - ts.cluster_restarts for ts in job.tasks.values()])
+            gang_spent, _ = self.spent(next(iter(job.tasks.values())))
+            decision = self.restarts.after_am_loss(gang_spent.program,
+                                                   [self.spent(ts)[1].program for ts in job.tasks.values()])
             if decision.gives_up:  # the counts stay where the earlier AM left them
                 job.finish(JobState.FAILED, f"{why}; job failed ({decision.why})")
                 return

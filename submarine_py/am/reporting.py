@@ -78,6 +78,7 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
         hang_seconds=job.plan.job.timeouts.hang_seconds,
         waiting_for=(allocation.waiting_for() or None) if allocation is not None and not job.finishing else None,
         nodes_spanned=tuple(job.spans),
+        world_sizes=tuple(job.world_sizes) if job.plan.job.elastic else (),
     )
 
 

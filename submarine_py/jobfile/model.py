@@ -40,6 +40,12 @@ DEFAULT_LOST_AFTER_SECONDS = 6.0
 #: a program's failures get by default (none), since the program did nothing wrong, yet bounded,
 #: since a job preempted over and over on a full cluster is better failed than churning.
 DEFAULT_MAX_CLUSTER_RESTARTS = 10
+#: 10 s: an elastic gang whose ``min`` tasks are up waits this long for more on their way before
+#: it starts, and lets this long pass between two changes of its size (each one is a gang restart
+#: that reloads the checkpoint, so growing by every container as it arrives would cost more than
+#: it gains).
+DEFAULT_SETTLE_SECONDS = 10.0
+MAX_SETTLE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,10 @@ class Timeouts:
     #: is given back whole, and the job waits again (no part of a gang held idle for longer).
     #: The trade-off: a busy cluster's slow grants against GPUs held idle in a partial gang.
     hold_seconds: float = DEFAULT_HOLD_SECONDS
+    #: Elastic roles (``instances: {min, max}``): how long a gang with its ``min`` up waits for
+    #: tasks on their way before it starts, and the least time between two changes of its size
+    #: (``docs/elastic.md``).
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -250,6 +260,7 @@ class SweepSpec:
 class RoleSpec:
     name: str
     command: str
+    #: Tasks of the role; for an elastic role, the most (``instances.max``).
     instances: int = 1
     resources: Resources = field(default_factory=Resources)
     env: Mapping[str, str] = field(default_factory=dict)
@@ -260,6 +271,19 @@ class RoleSpec:
     #: Processes each task starts, as the job file gives it: a number, or ``PER_GPU`` (one per
     #: GPU of ``resources.gpus``). ``process_count`` is the number.
     processes: Union[int, str] = 1
+    #: An elastic role (``instances: {min: 2, max: 8}``): the fewest of its tasks the job runs
+    #: with; None: the role always runs ``instances`` tasks.
+    min_instances: Optional[int] = None
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the role's size may change while the job runs (``docs/elastic.md``)."""
+        return self.min_instances is not None
+
+    @property
+    def fewest(self) -> int:
+        """The fewest tasks of the role the job runs with (``instances`` unless elastic)."""
+        return self.instances if self.min_instances is None else self.min_instances
 
     @property
     def process_count(self) -> int:
@@ -268,7 +292,7 @@ class RoleSpec:
 
     def to_dict(self) -> Dict[str, Any]:
         values: Dict[str, Any] = {
-            "instances": self.instances,
+            "instances": {"min": self.min_instances, "max": self.instances} if self.elastic else self.instances,
             "processes": None if self.processes == 1 else self.processes,
             "resources": self.resources.to_dict(),
             "command": self.command or None,  # none: the job's TensorBoard (see TensorBoardSpec)
@@ -309,6 +333,11 @@ class JobSpec:
     #: The principal and keytab to submit with on a secure cluster (None: the ticket cache).
     kerberos: Optional[KerberosSpec] = None
 
+    @property
+    def elastic(self) -> bool:
+        """Whether a role of the job is elastic (its size may change while it runs)."""
+        return any(role.elastic for role in self.roles.values())
+
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
             "name": self.name,
@@ -330,6 +359,8 @@ class JobSpec:
             d["timeouts"]["queue_seconds"] = self.timeouts.queue_seconds
         if self.timeouts.hold_seconds != DEFAULT_HOLD_SECONDS:
             d["timeouts"]["hold_seconds"] = self.timeouts.hold_seconds
+        if self.timeouts.settle_seconds != DEFAULT_SETTLE_SECONDS:
+            d["timeouts"]["settle_seconds"] = self.timeouts.settle_seconds
         if self.placement != Placement.PACK:
             d["placement"] = self.placement.value
         if self.docker:

@@ -25,8 +25,8 @@ from . import access
 from .sweep import sweep as sweep_section, task_problem as sweep_task_problem
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .model import (
-    DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_STOP_GRACE_SECONDS,
-    FRAMEWORKS, JOB_FIELDS, MAX_HOLD_SECONDS, MIN_HOLD_SECONDS, NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
+    DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_SETTLE_SECONDS,
+    DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, MAX_HOLD_SECONDS, MAX_SETTLE_SECONDS, MIN_HOLD_SECONDS, NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
     RestartSpec, RoleSpec, TensorBoardSpec, Timeouts,
 )
 
@@ -163,7 +163,7 @@ class Builder(ProblemCollector):
     def timeouts(self, value: Any) -> Timeouts:
         d = self.mapping(value, "timeouts", ("gang_seconds", "job_seconds", "stop_grace_seconds",
                                              "lost_after_seconds", "hang_seconds", "queue_seconds",
-                                             "hold_seconds"))
+                                             "hold_seconds", "settle_seconds"))
         gang = self.integer(d.get("gang_seconds"), "timeouts.gang_seconds", 1, 300, maximum=MAX_GANG_SECONDS)
         job = d.get("job_seconds")
         job_s = None if job is None else self.integer(job, "timeouts.job_seconds", 1, 0, maximum=MAX_JOB_SECONDS)
@@ -184,8 +184,10 @@ class Builder(ProblemCollector):
                                                           maximum=MAX_JOB_SECONDS)
         hold_s = self.seconds(d.get("hold_seconds"), "timeouts.hold_seconds", DEFAULT_HOLD_SECONDS,
                               MAX_HOLD_SECONDS, minimum=MIN_HOLD_SECONDS)
+        settle_s = self.seconds(d.get("settle_seconds"), "timeouts.settle_seconds", DEFAULT_SETTLE_SECONDS,
+                                MAX_SETTLE_SECONDS)
         return Timeouts(gang_seconds=gang, job_seconds=job_s, stop_grace_seconds=grace, lost_after_seconds=lost_s,
-                        hang_seconds=hang_s, queue_seconds=queue_s, hold_seconds=hold_s)
+                        hang_seconds=hang_s, queue_seconds=queue_s, hold_seconds=hold_s, settle_seconds=settle_s)
 
     def roles(self, value: Any, job_docker: Optional[DockerSpec],
               with_tensorboard: bool = False) -> Dict[str, RoleSpec]:
@@ -222,7 +224,7 @@ class Builder(ProblemCollector):
             self.fail(path, f"expected a mapping with at least 'command', got {show(raw)}")
             return None
         self.mapping(raw, path, ROLE_FIELDS)
-        instances = self.integer(raw.get("instances"), f"{path}.instances", 0, 1, maximum=MAX_INSTANCES)
+        instances, fewest = self.instances(raw.get("instances"), f"{path}.instances")
         resources = self.resources(raw.get("resources"), f"{path}.resources")
         processes = self.processes(raw.get("processes"), f"{path}.processes", resources)
         command = raw.get("command")
@@ -240,7 +242,25 @@ class Builder(ProblemCollector):
             tracked = None
         return RoleSpec(name=name, command=command, instances=instances, resources=resources,
                         env=env, docker=docker, node_label=node_label or None, tracked=tracked,
-                        processes=processes)
+                        processes=processes, min_instances=fewest)
+
+    def instances(self, value: Any, path: str) -> Tuple[int, Optional[int]]:
+        """``instances``: a whole number (0 leaves the role out), or a range ``{min, max}`` (an
+        elastic role: ``docs/elastic.md``) with 1 <= min <= max. Returns (the most, the fewest
+        when elastic, else None); a range whose ends are equal is that number."""
+        if not isinstance(value, dict):
+            return self.integer(value, path, 0, 1, maximum=MAX_INSTANCES), None
+        d = self.mapping(value, path, ("min", "max"))
+        for end in ("min", "max"):
+            if end not in d:
+                self.fail(f"{path}.{end}", f"is required: a range of instances is {{min: N, max: M}} (an elastic "
+                                           f"role, docs/elastic.md)")
+        low = self.integer(d.get("min"), f"{path}.min", 1, 1, maximum=MAX_INSTANCES)
+        high = self.integer(d.get("max"), f"{path}.max", 1, max(low, 1), maximum=MAX_INSTANCES)
+        if high < low:
+            self.fail(f"{path}.max", f"expected at least min ({low}), got {high}")
+            return low, None
+        return high, (low if low < high else None)
 
     def tensorboard(self, data: Dict[str, Any]) -> Optional[TensorBoardSpec]:
         """``tensorboard``: present (``{}``, or nothing after the colon), TensorBoard runs beside the

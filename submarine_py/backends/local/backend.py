@@ -111,13 +111,14 @@ class LocalBackend(Backend):
         return problems + _tensorboard_problems(spec)
 
     def check_cluster(self, plan: Plan) -> None:
-        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once); a sweep's AM
-        runs here, with this interpreter: it needs Optuna."""
+        """Like YARN, refuse GPUs this machine cannot give (all tasks run at once; an elastic
+        role's ``min`` of them: it grows as far as the machine lets it); a sweep's AM runs here,
+        with this interpreter: it needs Optuna."""
         if plan.job.sweep is not None:
             from ...am.sweep import require_optuna
 
             require_optuna()
-        wanted = sum(t.resources.gpus for t in plan.tasks)
+        wanted = sum(spec.resources.gpus * spec.fewest for spec in plan.job.roles.values())
         if not wanted:
             return
         have = len(local_gpu_ids())

@@ -91,6 +91,15 @@ class LocalContainers(Containers):
         got = self.ledger.reserve(want, self.submitted_at)
         return Verdict(True) if got.granted else Verdict(False, got.why)
 
+    def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
+        """The task's GPUs if that many are free now, without joining the waiting jobs (what
+        ``asking`` needs is reserved already: the ledger is exact)."""
+        if task.resources.gpus <= 0 or not self.has_gpus:
+            return Verdict(True)
+        self.in_ledger = True
+        got = self.ledger.reserve({task.id: task.resources.gpus}, self.submitted_at, queue=False)
+        return Verdict(True) if got.granted else Verdict(False, got.why)
+
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         self.launches += 1
         ex_id = f"{task.role}-{task.index}-e{self.launches}"

@@ -142,6 +142,19 @@ class YarnContainers(Containers):
         me = self.capacity.me(tasks, self.submitted_at)
         return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
 
+    def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
+        """Room for one more container as the RM sees it, once none of this job's containers is
+        still asked for: the RM's free resources do not count those yet, so growth asks for
+        one container at a time, each as YARN grants the last."""
+        try:
+            waiting = self.app.get_containers(states=["WAITING", "REQUESTED"])
+        except Exception as exc:
+            log.debug("get_containers: %s", exc)
+            return Verdict(False, "cannot read this job's containers from skein now")
+        if waiting:
+            return Verdict(False, f"{len(waiting)} container(s) of this job asked for and not granted yet")
+        return self.admit([*asking, task], placement)
+
     def granted(self, executors: Sequence[str]) -> bool:
         try:
             waiting = self.app.get_containers(states=["WAITING", "REQUESTED"])
