@@ -140,9 +140,16 @@ def cli(*args: str, env: Optional[Mapping[str, str]] = None,
 
 def start_subm(*args: str, env: Optional[Mapping[str, str]] = None,
                cwd: Union[str, Path, None] = None) -> subprocess.Popen:
-    """Start ``subm ARGS...`` in the background (for signal tests)."""
+    """Start ``subm ARGS...`` in the background (for signal tests), with SIGINT's default
+    disposition: a test run started in the background of a non-interactive shell inherits SIGINT
+    ignored, and Python then never turns it into KeyboardInterrupt (Ctrl-C of a user's terminal
+    is what the signal tests stand for)."""
     return subprocess.Popen(subm_argv(*args), env=subm_env(env), cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_json(*args: str, **kw) -> Tuple[int, dict, str]:
