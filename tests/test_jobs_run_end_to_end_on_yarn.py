@@ -283,8 +283,10 @@ def test_a_gang_the_cluster_can_never_hold_fails_at_once_saying_what_it_asks_and
     assert rc == 1, err
     assert report["state"] == "FAILED"
     diagnostics = report["diagnostics"]
-    assert (f"the gang asks {memory_mb * workers} MiB, {workers} vcores in {workers} container(s), which cannot "
-            f"all fit at once on this cluster's {len(nm_urls())} node(s) even if they were empty") in diagnostics
+    # (The RM may still list a node an earlier test killed; the AM counts the running ones.)
+    assert re.search(rf"the gang asks {memory_mb * workers} MiB, {workers} vcores in {workers} container\(s\), which "
+                     rf"cannot all fit at once on this cluster's \d+ node\(s\) even if they were empty", diagnostics), \
+        diagnostics
     assert "waiting would never end" in diagnostics
     assert diagnostics in rm_app(report["app_id"])["diagnostics"]
     assert int(rm_app(report["app_id"]).get("runningContainers") or 0) <= 1  # only the AM ever ran
