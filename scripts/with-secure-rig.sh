@@ -65,7 +65,10 @@ echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s${SUBM_SECURE_LCE
 # An interpreter alice and bob may run (this one may live under /root): Debian's python3 with
 # the packages of the one that runs the command (the same minor version), and this project.
 chmod 755 "$dir"
-py=${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}
+# (Default: the project's .venv, where scripts/venv.sh made it: CI runs this before test.sh.)
+py=${SUBM_SECURE_PYTHON_FROM:-}
+[ -z "$py" ] && [ -x "$repo/.venv/bin/python" ] && py=$repo/.venv/bin/python
+py=${py:-$(command -v python3)}
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 /usr/bin/python3 -m venv --without-pip "$dir/python"
 printf '%s\nimport site; site.addsitedir(%s)\n' "$repo" "'$site'" \
