@@ -97,6 +97,11 @@ class YarnContainers(Containers):
         self.docker_roles = {role: spec.instances for role, spec in plan.job.roles.items()
                              if plan.task(role, 0).docker}
         self.next_probe = time.monotonic() + PROBE_SECONDS
+        #: Containers skein had not allocated yet when last asked: :meth:`granted` asks skein at
+        #: most every POLL_SECONDS (the AM's main loop calls it every round while a gang is asked
+        #: for), and each container :meth:`launch` adds is pending until skein says otherwise.
+        self.pending: Set[str] = set()
+        self.pending_read_at = float("-inf")
 
     def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
@@ -156,13 +161,15 @@ class YarnContainers(Containers):
         return self.admit([*asking, task], placement)
 
     def granted(self, executors: Sequence[str]) -> bool:
-        try:
-            waiting = self.app.get_containers(states=["WAITING", "REQUESTED"])
-        except Exception as exc:
-            log.debug("get_containers: %s", exc)
-            return False
-        asked = set(executors)
-        return not any(c.id in asked for c in waiting)
+        now = time.monotonic()
+        if now - self.pending_read_at >= POLL_SECONDS:
+            try:
+                waiting = self.app.get_containers(states=["WAITING", "REQUESTED"])
+            except Exception as exc:
+                log.debug("get_containers: %s", exc)
+                return False
+            self.pending, self.pending_read_at = {c.id for c in waiting}, now
+        return not self.pending.intersection(executors)
 
     def announce(self, state: GateState) -> None:
         try:
@@ -181,6 +188,7 @@ class YarnContainers(Containers):
         c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
         with self.lock:
             self.containers[c.id] = c
+        self.pending.add(c.id)
         return c.id
 
     def poll(self) -> List[Ended]:
