@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, List
 
 from ..states import JobState, Phase
+from .allocation import ADMIT_EVERY_SECONDS
 from .sweep_records import Group, Slot, TaskKey
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,8 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("subm.am")
 
-#: Admission refused: ask again after this long.
-ADMIT_EVERY_SECONDS = 2.0
 
 
 def allocate(am: "SweepMaster") -> None:

@@ -32,11 +32,16 @@ _QUEUED_BELOW, _ASKED_BELOW = 10.0, 40.0
 DEFAULT_MIN_MEMORY_MB = 1024
 
 
-def needs_of(tasks: Sequence[TaskPlan], min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Tuple[Need, ...]:
-    """One :class:`Need` per task, its memory as YARN will round it."""
+def as_asked(memory_mb: int, vcores: int, gpus: int, min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Need:
+    """A container's :class:`Need` as YARN grants it: memory rounded up to a multiple of the
+    scheduler's minimum allocation, at least one vcore."""
     step = max(1, min_memory_mb)
-    return tuple(Need(-(-t.resources.memory_mb // step) * step, max(1, t.resources.vcores), t.resources.gpus)
-                 for t in tasks)
+    return Need(-(-memory_mb // step) * step, max(1, vcores), gpus)
+
+
+def needs_of(tasks: Sequence[TaskPlan], min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Tuple[Need, ...]:
+    """One :class:`Need` per task, as YARN will grant it."""
+    return tuple(as_asked(t.resources.memory_mb, t.resources.vcores, t.resources.gpus, min_memory_mb) for t in tasks)
 
 
 def gang_tag(plan: Plan) -> str:
@@ -56,13 +61,12 @@ def parse_gang_tag(tags: Any, min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Opt
         if not word.startswith(GANG_TAG):
             continue
         needs: List[Need] = []
-        step = max(1, min_memory_mb)
         for part in word[len(GANG_TAG):].split("+"):
             m = re.fullmatch(r"(\d+)x(\d+)m(\d+)c(\d+)g", part)
             if not m:
                 return None
             n, mem, vc, g = (int(x) for x in m.groups())
-            needs += [Need(-(-mem // step) * step, max(1, vc), g)] * n
+            needs += [as_asked(mem, vc, g, min_memory_mb)] * n
         return tuple(needs)
     return None
 
