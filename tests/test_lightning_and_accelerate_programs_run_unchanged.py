@@ -22,6 +22,14 @@ ACCELERATE_PROGRAM = REPO / "tests" / "programs" / "accelerate_fit.py"
 #: One process's result line. A task's processes share its stdout, and with PYTHONUNBUFFERED (YARN
 #: sets it) a print is two writes, so another process's line can land between a line and its "\n".
 RESULT = re.compile(r"\{[^{}]*\}")
+#: The Accelerate jobs' restart policy. torch 2.13's gloo sometimes aborts a process as its
+#: interpreter exits, after every rank has printed its result and destroyed the process group
+#: ("terminate called without an active exception", "Fatal Python error: Aborted" with no Python
+#: frame): 4 of 100 runs of the 2x2 job on this 2-core machine under load, 0 of 60 of the same four
+#: processes started without subm on a quieter one. torchrun reports such a worker as failed too
+#: (exit -6); what a user sets against it is a restart, so the jobs do, and the tests read the
+#: last attempt. A program that fails for real fails both attempts.
+RESTART_ON_TEARDOWN_ABORT = "restart: {max_restarts: 1}"
 #: An epoch line, read wherever it landed for the same reason.
 EPOCH_LINE = re.compile(r"epoch (\d+) rank (\d+)/(\d+) node (\d+) local (\d+) loss ")
 
@@ -37,6 +45,11 @@ def lightning(*sets: str, timeout: float = 400):
 def stdout_of(home: Path, task: str) -> str:
     (job_dir,) = job_dirs(home)
     return (job_dir / "logs" / f"{task}.stdout").read_text()
+
+
+def last_attempt(text: str) -> str:
+    """A task's stdout from its last attempt's ``[subm] job=...`` line on."""
+    return text[text.rfind("[subm] job="):]
 
 
 def epochs(text: str):
@@ -78,13 +91,14 @@ def test_an_accelerate_program_finds_every_process(tmp_path, subm_home, instance
             resources: {{memory: 1 GiB}}
             command: python accelerate_fit.py
             env: {{OMP_NUM_THREADS: "1"}}
+        {RESTART_ON_TEARDOWN_ABORT}
         files:
           accelerate_fit.py: {ACCELERATE_PROGRAM}
         """)
     rc, report, err = run_json("run", str(job), "--backend", "local", "--quiet", timeout=300)
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"
     lines = [json.loads(found) for i in range(instances)
-             for found in RESULT.findall(stdout_of(subm_home, f"worker-{i}"))]
+             for found in RESULT.findall(last_attempt(stdout_of(subm_home, f"worker-{i}")))]
     world = instances * processes
     assert sorted(r["process_index"] for r in lines) == list(range(world))
     assert {(r["num_processes"], r["distributed"], r["reduced"]) for r in lines} == {(world, "MULTI_CPU", float(world))}

@@ -16,7 +16,8 @@ if not YARN_CONF_DIR:
     skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
 
 from test_jobs_run_end_to_end_on_yarn import apps, run_job, subm, YARN  # noqa: E402,F401
-from test_lightning_and_accelerate_programs_run_unchanged import ACCELERATE_PROGRAM, RESULT, epochs  # noqa: E402
+from test_lightning_and_accelerate_programs_run_unchanged import (  # noqa: E402
+    ACCELERATE_PROGRAM, RESTART_ON_TEARDOWN_ABORT, RESULT, epochs, last_attempt)
 
 pytestmark = [pytest.mark.yarn, pytest.mark.torch]
 pytest.importorskip("torch", reason="the programs train with PyTorch")
@@ -77,12 +78,14 @@ def test_an_accelerate_program_with_two_processes_per_task_on_yarn(tmp_path, app
             resources: {{memory: 1 GiB}}
             command: python accelerate_fit.py
             env: {{OMP_NUM_THREADS: "1"}}
+        {RESTART_ON_TEARDOWN_ABORT}
         files:
           accelerate_fit.py: {ACCELERATE_PROGRAM}
         """)
     rc, report, err = run_job(job, timeout=300)
     apps.append(report.get("app_id"))
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"
-    lines = [json.loads(found) for i in range(2) for found in RESULT.findall(task_stdout(report["app_id"], i))]
+    lines = [json.loads(found) for i in range(2)
+             for found in RESULT.findall(last_attempt(task_stdout(report["app_id"], i)))]
     assert sorted(r["process_index"] for r in lines) == [0, 1, 2, 3]
     assert {r["num_processes"] for r in lines} == {4}
