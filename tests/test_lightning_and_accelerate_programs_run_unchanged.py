@@ -25,8 +25,9 @@ RESULT = re.compile(r"\{[^{}]*\}")
 #: The Accelerate jobs' restart policy. torch 2.13's gloo sometimes aborts a process as its
 #: interpreter exits, after every rank has printed its result and destroyed the process group
 #: ("terminate called without an active exception", "Fatal Python error: Aborted" with no Python
-#: frame): 4 of 100 runs of the 2x2 job on this 2-core machine under load, 0 of 60 of the same four
-#: processes started without subm on a quieter one. torchrun reports such a worker as failed too
+#: frame): 4 of 70 runs of the 2x2 job on this 2-core machine with two busy loops beside it, 0 of 60
+#: of the same four processes started by a plain script with the same variables (fewer processes
+#: competing for the cores: no AM, no executors). torchrun reports such a worker as failed too
 #: (exit -6); what a user sets against it is a restart, so the jobs do, and the tests read the
 #: last attempt. A program that fails for real fails both attempts.
 RESTART_ON_TEARDOWN_ABORT = "restart: {max_restarts: 1}"
