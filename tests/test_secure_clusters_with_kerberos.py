@@ -232,6 +232,59 @@ def test_the_am_finds_its_rm_delegation_token_in_the_containers_token_file(tmp_p
     assert rm_token_header(str(tmp_path / "missing")) == {}
 
 
+class _ExpiredToken(http.server.BaseHTTPRequestHandler):
+    """The RM's web services to an AM whose delegation token is past its maximum lifetime (as
+    Hadoop 3.1.2's AuthenticationFilter answers: 403 and an HTML page quoting the exception)."""
+
+    asked: List[str] = []
+
+    def do_GET(self) -> None:
+        type(self).asked.append(self.path)
+        body = (b"<html><head><title>Error 403 org.apache.hadoop.security.token.SecretManager$InvalidToken: "
+                b"token (RM_DELEGATION_TOKEN owner=alice, renewer=root, realUser=, issueDate=1, maxDate=2, "
+                b"sequenceNumber=1, masterKeyId=2) is expired, current time: 2026-11-25 03:30:00,000+0000 "
+                b"expected renewal time: 2026-11-25 03:25:00,000+0000</title></head><body>...</body></html>")
+        self.send_response(403)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.unit
+def test_an_am_whose_delegation_token_expired_says_so_once_and_admits_without_the_room(caplog):
+    """Past the token's maximum lifetime the RM refuses it for good: the AM says why once, asks
+    the RM no more, and every gang is admitted (YARN's scheduler places it), so the job goes on."""
+    import logging
+
+    from submarine_py.am.admission import Verdict
+    from submarine_py.backends.yarn.containers import YarnContainers
+    from submarine_py.backends.yarn.rest import ResourceManager
+    from submarine_py.states import Placement
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ExpiredToken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        rm = ResourceManager(f"http://127.0.0.1:{server.server_address[1]}", wait_seconds=0,
+                             headers={"X-Hadoop-Delegation-Token": "dG9rZW4"})
+        plan = make_plan(spec_from_dict(job()))
+        yc = YarnContainers(object(), plan, user="alice", rm=rm, app_id="application_1_0001")
+        asked_at_start = len(_ExpiredToken.asked)  # the scheduler's minimum allocation, once
+        with caplog.at_level(logging.WARNING, logger="subm.am.yarn"):
+            for _ in range(3):
+                assert yc.admit(plan.tasks, Placement.PACK) == Verdict(True)
+        warned = [r.getMessage() for r in caplog.records if "room" in r.getMessage()]
+        assert len(warned) == 1, warned
+        assert "cannot read the cluster's room any more: the ResourceManager refused this application's " \
+               "delegation token (HTTP 403 to GET /ws/v1/cluster/nodes: token (RM_DELEGATION_TOKEN" in warned[0]
+        assert "is expired" in warned[0] and "max-lifetime" in warned[0] and "the job goes on" in warned[0]
+        assert len(_ExpiredToken.asked) == asked_at_start + 1  # one refused read, then none
+    finally:
+        server.shutdown()
+
+
 # -- the admin's side: subm hadoop-conf ----------------------------------------------------------
 def props(text: str) -> Dict[str, str]:
     import xml.etree.ElementTree as ET

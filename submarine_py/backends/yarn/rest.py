@@ -15,6 +15,7 @@ from __future__ import annotations
 import getpass
 import itertools
 import os
+import re
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -23,8 +24,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import requests
 
-from ...errors import AccessDeniedError, BackendError, JobNotFoundError, SpecError
+from ...errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
 from .spnego import http_auth
+from .tokens import TOKEN_HEADERS
 
 GPU = "yarn.io/gpu"
 #: How long a command waits for a ResourceManager that does not answer, by default.
@@ -106,6 +108,15 @@ def rm_wait_seconds() -> float:
     return value
 
 
+def daemon_says(text: str, most: int = 240) -> str:
+    """What a Hadoop daemon's error page or JSON says, in one short line: the exception's
+    message where it names one (``...InvalidToken: token (...) is expired, ...``)."""
+    flat = " ".join(re.sub(r"<[^>]+>", " ", text or "").split())
+    m = re.search(r"(?:\w+\.)*(?:InvalidToken|\w*Exception)\s*:\s*(.+)", flat)
+    said = (m.group(1) if m else flat) or "no reason given"
+    return said if len(said) <= most else said[:most - 3] + "..."
+
+
 def _say(line: str) -> None:
     print(f"subm: {line}", file=sys.stderr, flush=True)
 
@@ -139,6 +150,8 @@ class ResourceManager:
         self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
         self.session.headers.update(headers or {})  # the AM's: its RM delegation token (tokens.py)
+        #: Whether calls carry a delegation token (the AM's) rather than the user's Kerberos login.
+        self.with_token = any(h in (headers or {}) for h in TOKEN_HEADERS)
         self.session.params = {"user.name": yarn_user()}
 
     def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
@@ -187,6 +200,9 @@ class ResourceManager:
         resp = self._request("GET", path, params=params or None)
         if resp.status_code == 404:
             raise JobNotFoundError(f"the ResourceManager has no {path}")
+        if resp.status_code in (401, 403) and self.with_token:
+            raise CredentialsError(f"the ResourceManager refused this application's delegation token "
+                                   f"(HTTP {resp.status_code} to GET {path}: {daemon_says(resp.text)})")
         if resp.status_code == 403:
             raise AccessDeniedError(f"YARN refused {yarn_user()} GET {path}: a job's view ACL (acls.view in its job "
                                     "file) does not name them; its owner, those it names and the cluster's admins "
