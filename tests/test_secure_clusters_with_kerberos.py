@@ -110,6 +110,35 @@ def test_the_login_comes_from_the_options_then_the_environment_then_the_job_file
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("command, api", [
+    (["status", "application_1_0001"], "status"), (["wait", "application_1_0001"], "wait"),
+    (["kill", "application_1_0001"], "kill"), (["logs", "application_1_0001"], "write_logs"),
+    (["list"], "jobs"), (["cluster"], "cluster"), (["history", "--no-collect"], "History"),
+])
+def test_every_command_that_talks_to_a_cluster_logs_in_with_the_options_then_the_environment(
+        monkeypatch, command, api):
+    """--principal/--keytab on every such command, before SUBM_PRINCIPAL/SUBM_KEYTAB; neither:
+    the ticket cache (subm run adds the job file's kerberos after both, tested above)."""
+    from submarine_py import client, history
+    from submarine_py.backends.yarn import kerberos
+
+    def login_asked(*args, **kwargs):
+        login = kerberos.requested()
+        raise SpecError([("", f"would log in as {login.principal or 'the ticket cache'} {login.keytab or ''}")])
+
+    monkeypatch.setattr(history if api == "History" else client, api, login_asked)
+    env = {"SUBM_PRINCIPAL": "bob@R", "SUBM_KEYTAB": "/e/bob.keytab"}
+    code, out, err = cli(*command, "--principal", "carol@R", "--keytab", "/o/carol.keytab", env=env)
+    assert code == 2 and "would log in as carol@R /o/carol.keytab" in err, err
+    code, out, err = cli(*command, env=env)
+    assert code == 2 and "would log in as bob@R /e/bob.keytab" in err, err
+    code, out, err = cli(*command, env={"SUBM_PRINCIPAL": None, "SUBM_KEYTAB": None})
+    assert code == 2 and "would log in as the ticket cache" in err, err
+    code, out, err = cli(*command, "--principal", "carol@R", env={"SUBM_PRINCIPAL": None, "SUBM_KEYTAB": None})
+    assert code == 2 and "a keytab is needed too" in err, err
+
+
+@pytest.mark.unit
 def test_a_driver_serves_one_login_only(tmp_path, monkeypatch):
     from submarine_py.backends.yarn.kerberos import Login
     from submarine_py.backends.yarn.skein_driver import config_dir_for
