@@ -314,6 +314,39 @@ def test_an_am_whose_delegation_token_expired_says_so_once_and_admits_without_th
         server.shutdown()
 
 
+class _ReducedRM:
+    """The RM as it answers a user outside a job's view ACL: its reduced record (no times)."""
+
+    def __init__(self):
+        self.state, self.killed = "RUNNING", []
+
+    def app(self, app_id):
+        return {"id": app_id, "user": "alice", "name": "secure-job", "state": self.state, "finalStatus": "UNDEFINED",
+                "startedTime": 0, "finishedTime": 0, "elapsedTime": 0, "diagnostics": ""}
+
+    def kill(self, app_id, diagnostics=""):
+        self.killed.append(app_id)
+        self.state = "KILLED"
+
+
+@pytest.mark.unit
+def test_a_user_outside_the_view_acl_is_refused_naming_the_acl_and_the_owner_but_may_kill_with_modify(monkeypatch):
+    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.errors import AccessDeniedError
+
+    monkeypatch.setenv("HADOOP_USER_NAME", "bob")
+    backend = YarnBackend()
+    backend.__dict__["rm"] = rm = _ReducedRM()
+    with pytest.raises(AccessDeniedError) as refused:
+        backend.status("application_1_0001")
+    assert str(refused.value) == ("bob may not view application_1_0001 (owner alice): bob is not in the job's view "
+                                  "ACL (acls.view in its job file, YARN's VIEW_APP); ask alice to add bob to "
+                                  "acls.view, or a YARN admin (yarn.admin.acl) to look")
+    # acls.modify without acls.view: the kill is YARN's to allow; bob learns YARN's state only.
+    report = backend.kill("application_1_0001")
+    assert rm.killed == ["application_1_0001"] and report.state.value == "KILLED" and report.final
+
+
 # -- the admin's side: subm hadoop-conf ----------------------------------------------------------
 def props(text: str) -> Dict[str, str]:
     import xml.etree.ElementTree as ET
@@ -521,6 +554,12 @@ def test_bob_cannot_kill_alices_job_and_alice_can(users):
         code, out, err = bob.subm("kill", app_id)
         assert code == 1, (out, err)
         assert err.strip().count("\n") == 0 and "modify ACL" in err and "bob" in err, err
+        # Nor see it: the RM's reduced record is refused, not printed as the job's.
+        for command in (["status", app_id], ["logs", app_id]):
+            code, out, err = bob.subm(*command)
+            assert code == 1 and out == "", (command, out, err)
+            assert err.strip().count("\n") == 0, err
+            assert f"bob may not view {app_id} (owner alice): bob is not in the job's view ACL (acls.view" in err
         code, out, err = alice.subm("kill", app_id, "-o", "json")
         assert code == 0 and json.loads(out)["state"] == "KILLED", err
     finally:
@@ -535,6 +574,8 @@ def test_a_modify_acl_lets_bob_kill_alices_job(users):
     assert code == 0, err
     app_id = app_id.strip()
     try:
+        code, out, err = bob.subm("status", app_id, "-o", "json")  # acls.view names bob
+        assert code == 0 and json.loads(out)["state"] in ("ACCEPTED", "RUNNING"), err
         code, out, err = bob.subm("kill", app_id, "-o", "json")
         assert code == 0 and json.loads(out)["state"] == "KILLED", err
     finally:

@@ -351,6 +351,22 @@ class ResourceManager:
             return None
 
 
+def withheld(app: Dict[str, Any]) -> bool:
+    """Whether the RM's record of an application is the one it shows a user outside the job's
+    view ACL (YARN's VIEW_APP): no start time (Hadoop's ``AppInfo`` fills the times, the AM's
+    container and its resources only for those who may view it; every application has a start
+    time from its submission on)."""
+    return bool(app) and not app.get("startedTime")
+
+
+def view_refused(app: Dict[str, Any], app_id: str) -> AccessDeniedError:
+    """The one line for a user YARN does not let see a job (``subm status/logs/wait``)."""
+    me, owner = yarn_user(), app.get("user") or "its owner"
+    return AccessDeniedError(f"{me} may not view {app_id} (owner {owner}): {me} is not in the job's view ACL "
+                             f"(acls.view in its job file, YARN's VIEW_APP); ask {owner} to add {me} to "
+                             "acls.view, or a YARN admin (yarn.admin.acl) to look")
+
+
 def node_log(node_http: str, container_id: str, name: str, timeout: float = 10.0) -> Optional[bytes]:
     """A (small) container log file from its NodeManager (None when the NM no longer has it)."""
     chunks: List[bytes] = []
