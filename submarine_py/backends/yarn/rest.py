@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import itertools
+import json
 import os
 import re
 import sys
@@ -111,6 +112,10 @@ def rm_wait_seconds() -> float:
 def daemon_says(text: str, most: int = 240) -> str:
     """What a Hadoop daemon's error page or JSON says, in one short line: the exception's
     message where it names one (``...InvalidToken: token (...) is expired, ...``)."""
+    try:  # the web services' JSON: {"RemoteException": {"message": ...}}
+        text = str(((json.loads(text) or {}).get("RemoteException") or {}).get("message") or text)
+    except (ValueError, AttributeError):
+        pass
     flat = " ".join(re.sub(r"<[^>]+>", " ", text or "").split())
     m = re.search(r"(?:\w+\.)*(?:InvalidToken|\w*Exception)\s*:\s*(.+)", flat)
     said = (m.group(1) if m else flat) or "no reason given"
@@ -367,10 +372,33 @@ def view_refused(app: Dict[str, Any], app_id: str) -> AccessDeniedError:
                              "acls.view, or a YARN admin (yarn.admin.acl) to look")
 
 
+class LogRefused(BackendError):
+    """A NodeManager that has a container's log file answered a server error instead of it."""
+
+
+def log_refused(node_http: str, container_id: str, name: str, status: int, body: str) -> LogRefused:
+    """What a NodeManager's error answer to a log file means, in one line."""
+    said = daemon_says(body, most=160)
+    why = ""
+    if status == 500:
+        # Seen on the secure rig (Hadoop 3.1.2 without libhadoop.so): the listing comes, every
+        # file answers 500 ("Secure IO is not possible without native code extensions").
+        usually = "this" if "native code" in said else "on a secure cluster this usually"
+        why = (f"; {usually} means the NodeManager lacks Hadoop's native library (libhadoop.so in "
+               "$HADOOP_HOME/lib/native), without which a secure NodeManager cannot open a user's log "
+               "files: its admin installs it (docs/security.md)")
+    return LogRefused(f"the NodeManager at {node_http} refused to serve {name} of {container_id} "
+                      f"(HTTP {status}: {said}){why}")
+
+
 def node_log(node_http: str, container_id: str, name: str, timeout: float = 10.0) -> Optional[bytes]:
-    """A (small) container log file from its NodeManager (None when the NM no longer has it)."""
+    """A (small) container log file from its NodeManager (None when the NM no longer has it or
+    refuses to serve it)."""
     chunks: List[bytes] = []
-    if stream_node_log(node_http, container_id, name, 0, chunks.append, timeout=timeout) is None:
+    try:
+        if stream_node_log(node_http, container_id, name, 0, chunks.append, timeout=timeout) is None:
+            return None
+    except LogRefused:
         return None
     return b"".join(chunks)
 
@@ -411,7 +439,8 @@ _HEADER_LIMIT = 8192
 def stream_node_log(node_http: str, container_id: str, name: str, offset: int, write: Callable[[bytes], Any],
                     known_size: Optional[int] = None, timeout: float = 10.0) -> Optional[int]:
     """Copy a container log file from byte ``offset`` on to ``write``, in pieces; returns the
-    offset reached (None when the NodeManager does not have the file).
+    offset reached (None when the NodeManager does not have the file; :class:`LogRefused` when
+    it answers a server error).
 
     The NodeManager's REST endpoint (Hadoop 3.1) has no ranges: ``size=-N`` gives the last N
     bytes, and its header says the file's length then (``LogLength``), which locates them.
@@ -426,6 +455,8 @@ def stream_node_log(node_http: str, container_id: str, name: str, offset: int, w
         except requests.RequestException:
             return None
         with resp:
+            if resp.status_code >= 500:
+                raise log_refused(node_http, container_id, name, resp.status_code, resp.text)
             if resp.status_code != 200:
                 return None
             pieces = resp.iter_content(LOG_CHUNK)
