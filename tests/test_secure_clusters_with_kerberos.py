@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -211,7 +212,8 @@ class _Negotiating(http.server.BaseHTTPRequestHandler):
 @pytest.mark.skipif(not shutil.which("klist"), reason="needs MIT Kerberos's klist (krb5-user)")
 def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatch, tmp_path):
     pytest.importorskip("requests_gssapi")
-    from submarine_py.backends.yarn.rest import ResourceManager, node_log
+    from submarine_py.backends.yarn.nodemanager import node_log
+    from submarine_py.backends.yarn.rest import ResourceManager
 
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path}/no-cache")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Negotiating)
@@ -341,7 +343,7 @@ def test_a_nodemanager_that_refuses_a_log_file_is_named_in_one_line_with_what_it
     import io
 
     from submarine_py.backends.yarn.app_logs import _LogCopier
-    from submarine_py.backends.yarn.rest import node_log
+    from submarine_py.backends.yarn.nodemanager import node_log
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoNativeIO)
     threading.Thread(target=server.serve_forever, daemon=True).start()

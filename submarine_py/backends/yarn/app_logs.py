@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Protocol, TextIO, Tuple
 from ...errors import BackendError, JobNotFoundError
 from ...report import JobReport
 from ..logs import LogFile, LogOutput, missing_attempt, read_tail
-from .rest import LogRefused, node_log, node_log_sizes, stream_node_log
+from .nodemanager import LogRefused, node_log, node_log_sizes, stream_node_log
 
 
 class _Reports(Protocol):

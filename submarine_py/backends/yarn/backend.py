@@ -37,7 +37,8 @@ from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, view_refused, withheld, yarn_user
+from .nodemanager import node_log
+from .rest import GPU, ResourceManager, hadoop_conf_dir, view_refused, withheld, yarn_user
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,

@@ -26,7 +26,8 @@ from ...am.admission import Verdict, admit
 from ...am.containers import Containers, Ended
 from ...states import Cause, GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
-from .rest import ResourceManager, nm_container, node_log, yarn_user
+from .nodemanager import nm_container, node_log
+from .rest import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
