@@ -309,7 +309,8 @@ def test_an_am_whose_delegation_token_expired_says_so_once_and_admits_without_th
         warned = [r.getMessage() for r in caplog.records if "room" in r.getMessage()]
         assert len(warned) == 1, warned
         assert "cannot read the cluster's room any more: the ResourceManager refused this application's " \
-               "delegation token (HTTP 403 to GET /ws/v1/cluster/nodes: token (RM_DELEGATION_TOKEN" in warned[0]
+               "delegation token (HTTP 403 to GET /ws/v1/cluster/nodes: SecretManager$InvalidToken: token " \
+               "(RM_DELEGATION_TOKEN" in warned[0]
         assert "is expired" in warned[0] and "max-lifetime" in warned[0] and "the job goes on" in warned[0]
         assert len(_ExpiredToken.asked) == asked_at_start + 1  # one refused read, then none
     finally:
@@ -355,7 +356,7 @@ def test_a_nodemanager_that_refuses_a_log_file_is_named_in_one_line_with_what_it
         copier.copy((node, "container_1_0001_01_000002"), ("stdout", "stderr"), "worker:0 {name}")
         [said] = copier.refused  # stdout (stderr is empty: not asked)
         assert said == (f"the NodeManager at {node} refused to serve stdout of container_1_0001_01_000002 (HTTP 500: "
-                        "Secure IO is not possible without native code extensions.); this means the NodeManager "
+                        "IOException: Secure IO is not possible without native code extensions.); this means the NodeManager "
                         "lacks Hadoop's native library (libhadoop.so in $HADOOP_HOME/lib/native), without which a "
                         "secure NodeManager cannot open a user's log files: its admin installs it "
                         "(docs/security.md)")

@@ -25,7 +25,7 @@ def log_refused(node_http: str, container_id: str, name: str, status: int, body:
     if status == 500:
         # Seen on the secure rig (Hadoop 3.1.2 without libhadoop.so): the listing comes, every
         # file answers 500 ("Secure IO is not possible without native code extensions").
-        usually = "this" if "native code" in said else "on a secure cluster this usually"
+        usually = "this" if "native code" in said or "SecureIOUtils" in said else "on a secure cluster this usually"
         why = (f"; {usually} means the NodeManager lacks Hadoop's native library (libhadoop.so in "
                "$HADOOP_HOME/lib/native), without which a secure NodeManager cannot open a user's log "
                "files: its admin installs it (docs/security.md)")

@@ -108,16 +108,22 @@ def rm_wait_seconds() -> float:
     return value
 
 
+#: A Java exception as Hadoop's daemons print it: its class's short name, its message (up to the
+#: stack trace).
+_EXCEPTION = re.compile(r"(?:[\w$]+\.)*([\w$]*(?:Exception|Error|InvalidToken))\s*:\s*(.+?)(?=\s+at\s+[\w$.<>]+\(|$)")
+
+
 def daemon_says(text: str, most: int = 240) -> str:
-    """What a Hadoop daemon's error page or JSON says, in one short line: the exception's
-    message where it names one (``...InvalidToken: token (...) is expired, ...``)."""
+    """What a Hadoop daemon's error page or JSON says, in one short line: the first exception it
+    names, with its message (``SecretManager$InvalidToken: token (...) is expired, ...``)."""
     try:  # the web services' JSON: {"RemoteException": {"message": ...}}
         text = str(((json.loads(text) or {}).get("RemoteException") or {}).get("message") or text)
     except (ValueError, AttributeError):
         pass
-    flat = " ".join(re.sub(r"<[^>]+>", " ", text or "").split())
-    m = re.search(r"(?:\w+\.)*(?:InvalidToken|\w*Exception)\s*:\s*(.+)", flat)
-    said = (m.group(1) if m else flat) or "no reason given"
+    pieces = [" ".join(piece.split()) for piece in re.split(r"<[^>]+>", text or "")]
+    found = next((m for m in map(_EXCEPTION.search, pieces) if m), None)
+    said = f"{found.group(1)}: {found.group(2)}" if found else " ".join(" ".join(pieces).split())
+    said = said or "no reason given"
     return said if len(said) <= most else said[:most - 3] + "..."
 
 
