@@ -45,7 +45,8 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import node_log, rm_address  # noqa: E402
+from submarine_py.backends.yarn.nodemanager import node_log  # noqa: E402
+from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 
 RM = rm_address()
 STARTED: List[str] = []

@@ -8,7 +8,8 @@
 # The rig (secure/up.sh, ~40 s): an MIT KDC for realm RIG.TEST and a 2-node Hadoop 3.1.2 on
 # rm.rig.test and nm1/nm2.rig.test (127.0.0.80-82), its folders /tmp/krb (keytabs of alice and
 # bob) and /tmp/krb-rig, and /etc/krb5.conf while it runs: one such rig per machine. Tickets
-# last RIG_TICKET_LIFETIME (5m here, so that the long test sees a job outlive one).
+# last RIG_TICKET_LIFETIME (5m here), the RM's delegation tokens are renewed each
+# RIG_TOKEN_RENEW_MS (120000) up to RIG_TOKEN_MAX_MS (300000): the long test sees a job outlive both.
 # SUBM_SECURE_LCE=1: its NodeManagers then run the LinuxContainerExecutor (scripts/secure-lce.sh),
 # so tasks run as the user who submitted.
 # The command gets the rig's env.sh (HADOOP_CONF_DIR, JAVA_HOME, SKEIN_DRIVER_JAVA_OPTIONS),
@@ -50,6 +51,38 @@ for try in 1 2; do
   [ "$try" = 2 ] && { rc=1; echo "with-secure-rig.sh: its NodeManagers are not RUNNING" >&2; exit 1; }
   bash "$shared/secure/down.sh"; sleep 5
 done
+# Short delegation-token lifetimes, so that a test job outlives its RM delegation token
+# (issue 23): the RM renews an application's tokens each RIG_TOKEN_RENEW_MS (default 2 min)
+# until RIG_TOKEN_MAX_MS after they were issued (5 min); then they are refused. up.sh writes the
+# RM's yarn-site.xml and starts it: set them there, then restart the RM (no job runs yet; the
+# NodeManagers register again with it).
+( source /tmp/krb-rig/env.sh
+  python3 - /tmp/krb-rig/conf/yarn-site.xml "${RIG_TOKEN_RENEW_MS:-120000}" "${RIG_TOKEN_MAX_MS:-300000}" <<'PY'
+import sys, xml.etree.ElementTree as ET
+path, renew, most = sys.argv[1:4]
+tree = ET.parse(path)
+have = {p.findtext("name"): p for p in tree.getroot().iter("property")}
+for key, value in (("yarn.resourcemanager.delegation.token.renew-interval", renew),
+                   ("yarn.resourcemanager.delegation.token.max-lifetime", most)):
+    if key in have:
+        have[key].find("value").text = value
+    else:
+        prop = ET.SubElement(tree.getroot(), "property")
+        ET.SubElement(prop, "name").text = key
+        ET.SubElement(prop, "value").text = value
+tree.write(path)
+PY
+  export YARN_RESOURCEMANAGER_USER=root
+  yarn --daemon stop resourcemanager && yarn --daemon start resourcemanager
+  export KRB5CCNAME=FILE:$dir/cc-nodes
+  kinit -kt /tmp/krb/alice.keytab alice
+  for _ in $(seq 90); do
+    n=$(curl -s --negotiate -u : http://rm.rig.test:8088/ws/v1/cluster/nodes | python3 -c \
+        "import json,sys; print(len([x for x in (json.load(sys.stdin)['nodes'] or {}).get('node',[]) if x['state']=='RUNNING']))" 2>/dev/null)
+    [ "$n" = 2 ] && exit 0; sleep 1
+  done
+  echo "the NodeManagers did not register again after the RM's restart"; exit 1 ) >>"$dir/up.log" 2>&1 \
+  || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: could not shorten the delegation tokens' lifetimes" >&2; exit 1; }
 # Queue administrators may kill any job: Hadoop's shipped capacity-scheduler.xml makes that
 # everyone. Ours (subm hadoop-conf, secure mode) makes it YARN's admins (root on the rig).
 ( source /tmp/krb-rig/env.sh

@@ -89,6 +89,28 @@ BACKEND = _backend_option(f"Where to run: {registry.summaries()}; default: {regi
 BACKEND_TO_ASK = _backend_option(f"Default: {registry.default_help()}.")
 
 
+def _to_environment(name: str):
+    def remember(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+        if value:
+            os.environ[name] = value
+        return value
+    return remember
+
+
+def login_options(command):
+    """``--principal/--keytab`` of every command that talks to a cluster: the option, else the
+    variable (SUBM_PRINCIPAL, SUBM_KEYTAB). Either becomes the variable for this process, the
+    one route to the backend (for the Python API too: kerberos.requested reads it, then, for
+    ``subm run``, the job file's ``kerberos``; docs/security.md)."""
+    command = click.option("--keytab", metavar="PATH", envvar="SUBM_KEYTAB", expose_value=False,
+                           callback=_to_environment("SUBM_KEYTAB"),
+                           help="Secure YARN: the principal's keytab (also SUBM_KEYTAB).")(command)
+    return click.option("--principal", metavar="NAME@REALM", envvar="SUBM_PRINCIPAL", expose_value=False,
+                        callback=_to_environment("SUBM_PRINCIPAL"),
+                        help="Secure YARN: the Kerberos principal to log in as, with --keytab (also "
+                             "SUBM_PRINCIPAL; default: kinit's ticket).")(command)
+
+
 @main.command(help=f"""Check a job file and print the plan: tasks, resources, environments (as the backend gives
     them). The rules are those of every backend and of the one `subm run` would use: --backend,
     else {registry.default_help()}.""")
@@ -114,16 +136,10 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 @click.option("--detach", "-d", is_flag=True, help="Return once submitted, printing the application id.")
 @click.option("--dry-run", is_flag=True, help="Print the backend's request; submit nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
-@click.option("--principal", metavar="NAME@REALM", envvar="SUBM_PRINCIPAL",
-              help="Secure YARN: the Kerberos principal to submit as, with --keytab (default: kinit's ticket).")
-@click.option("--keytab", metavar="PATH", envvar="SUBM_KEYTAB", help="Secure YARN: the principal's keytab.")
+@login_options
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
-        dry_run: bool, quiet: bool, principal: Optional[str], keytab: Optional[str]) -> None:
+        dry_run: bool, quiet: bool) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
-    # One route to the backend, for the Python API too: the same variables (docs/security.md).
-    for name, value in (("SUBM_PRINCIPAL", principal), ("SUBM_KEYTAB", keytab)):
-        if value:
-            os.environ[name] = value
     prepared = client.prepare(_load(job_file, sets, backend))
     if dry_run:
         click.echo(prepared.describe())
@@ -198,6 +214,7 @@ class _TermAsInterrupt:
 @main.command()
 @click.argument("app_id")
 @OUTPUT
+@login_options
 def status(app_id: str, output: str) -> None:
     """Show a job's state and tasks."""
     report = client.status(app_id)
@@ -210,6 +227,7 @@ def status(app_id: str, output: str) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Give up after this long: exit 124; the job goes on.")
 @OUTPUT
+@login_options
 def wait(app_id: str, timeout: Optional[float], output: str) -> None:
     """Wait for a job to end (one submitted with --detach) and print its report: exit 0
     succeeded, 1 failed or killed, 2 not a job's id, 124 --timeout passed first."""
@@ -229,6 +247,7 @@ def wait(app_id: str, timeout: Optional[float], output: str) -> None:
 @click.option("--all", "-a", "include_all", is_flag=True, help="Include finished jobs.")
 @BACKEND_TO_ASK
 @OUTPUT
+@login_options
 def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
     """List jobs (running ones unless --all)."""
     jobs = client.jobs(include_finished=include_all, backend=backend)
@@ -245,6 +264,7 @@ def list_jobs(include_all: bool, backend: Optional[str], output: str) -> None:
 @main.command()
 @BACKEND_TO_ASK
 @OUTPUT
+@login_options
 def cluster(backend: Optional[str], output: str) -> None:
     """Show what the cluster offers: YARN's nodes (memory, vcores, GPUs: total, used, free) and
     queues; locally, this machine's GPUs (NVML), CPUs and memory."""
@@ -257,6 +277,7 @@ def cluster(backend: Optional[str], output: str) -> None:
 @main.command()
 @click.argument("app_id")
 @OUTPUT
+@login_options
 def kill(app_id: str, output: str) -> None:
     """Stop a job and every one of its tasks."""
     report = client.kill(app_id)
@@ -272,6 +293,7 @@ def kill(app_id: str, output: str) -> None:
 @click.option("--since", help="Only jobs submitted since: 7d, 12h, 30m, or a date (2026-11-01; UTC).")
 @click.option("--no-collect", is_flag=True, help="Do not first collect jobs that ended unseen.")
 @OUTPUT
+@login_options
 def history(app_id: Optional[str], name: Optional[str], state: Optional[str], since: Optional[str],
             no_collect: bool, output: str) -> None:
     """List finished jobs (or show one) from the history, a Parquet dataset ($SUBM_HISTORY,
@@ -321,6 +343,7 @@ def _read(store: Any, **filters: Any) -> Any:
               help="Only each task's attempt N (from 1, as reports count); the AM's log stays whole.")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each log.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@login_options
 def logs(app_id: str, role: Optional[str], index: Optional[int], attempt: Optional[int], tail: Optional[int],
          follow: bool) -> None:
     """Print tasks' stdout/stderr, every attempt (and the AM's log, of every AM attempt, when

@@ -21,7 +21,8 @@ from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
 from .containers import YarnContainers
-from .rest import ResourceManager, node_log
+from .nodemanager import node_log
+from .rest import ResourceManager
 from .spnego import without_kerberos
 from .tokens import rm_token_header
 

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Protocol, TextIO, Tuple
 from ...errors import BackendError, JobNotFoundError
 from ...report import JobReport
 from ..logs import LogFile, LogOutput, missing_attempt, read_tail
-from .rest import node_log, node_log_sizes, stream_node_log
+from .nodemanager import LogRefused, node_log, node_log_sizes, stream_node_log
 
 
 class _Reports(Protocol):
@@ -57,6 +57,8 @@ def write_app_logs(backend: _Reports, app_id: str, out: TextIO, role: Optional[s
             for number, place in am_attempts:
                 copier.copy(place, (AM_LOG_FILE,), f"ApplicationMaster attempt {number} ({place[1]})", whole=True)
         tasks = [t for t in report.tasks if (role is None or t.role == role) and (index is None or t.index == index)]
+        if not report.tasks and report.final and am_attempts and not with_am:
+            _served(am_attempts[-1][1], AM_REPORT_FILE)  # no tasks known: the NM may refuse its files
         # Once the AM answers, it knows every task: an unknown role/index will never appear.
         if not tasks and (report.tasks or report.final) and not with_am:
             known = sorted({t.role for t in report.tasks})
@@ -71,6 +73,11 @@ def write_app_logs(backend: _Reports, app_id: str, out: TextIO, role: Optional[s
                 places.append((t.node_http, t.container_id))
             for place in dict.fromkeys(places):  # oldest first, each container once
                 copier.copy(place, TASK_LOG_FILES, f"{t.id} {{name}} ({place[1]})")
+        if copier.refused:  # what could be read is out; one line on what could not
+            copier.close()
+            more = len(copier.refused) - 1
+            raise BackendError(f"{copier.refused[0]}" + (f" (and {more} more log file{'s' if more > 1 else ''})"
+                                                          if more else ""))
         if last:
             copier.close()
             if tasks:
@@ -88,6 +95,12 @@ def _am_attempts(backend: _Reports, app_id: str) -> List[Tuple[str, Place]]:
     out = [(str(a.get("id")), (a["nodeHttpAddress"], a["containerId"]))
            for a in attempts if a.get("nodeHttpAddress") and a.get("containerId")]
     return sorted(out, key=lambda a: int(a[0]) if a[0].isdigit() else 0)
+
+
+def _served(place: Place, name: str) -> None:
+    """Raise :class:`LogRefused` where the NodeManager answers an error for the file (a finished
+    job's report then comes from YARN alone, without its tasks)."""
+    stream_node_log(*place, name, 0, lambda piece: None, timeout=10.0)
 
 
 def _saved_containers(am_place: Place) -> List[Tuple[str, Place]]:
@@ -109,6 +122,8 @@ class _LogCopier:
         self.output = LogOutput(out)
         self.attempt, self.tail = attempt, tail
         self.views: Dict[str, LogFile] = {}
+        #: Why a NodeManager would not serve a log file, one per file (see ``rest.LogRefused``).
+        self.refused: List[str] = []
 
     def copy(self, place: Place, names: Tuple[str, ...], title: str, whole: bool = False) -> None:
         """``whole``: a log not split by attempts (the AM's)."""
@@ -123,18 +138,25 @@ class _LogCopier:
                 view = self.views[key] = LogFile(self.output, title.format(name=name),
                                                  attempt=None if whole else self.attempt, tail=self.tail)
             size = sizes.get(name)
-            if size is not None and size > view.offset:
-                if view.tail_from_end:
-                    def read(start: int, end: int, name: str = name) -> bytes:
-                        chunks: List[bytes] = []
-                        stream_node_log(node, cid, name, start, chunks.append, known_size=end)
-                        return b"".join(chunks)
-
-                    data, reached = read_tail(size, view.tail_lines, read)
-                    view.feed(data, offset=reached)
-                else:
-                    stream_node_log(node, cid, name, view.offset, view.feed, known_size=size)
+            try:
+                if size is not None and size > view.offset:
+                    self._feed(view, node, cid, name, size)
+            except LogRefused as exc:
+                self.refused.append(str(exc))
             view.read_done()
+
+    def _feed(self, view: LogFile, node: str, cid: str, name: str, size: int) -> None:
+        """What the file gained since ``view.offset``, or its last lines (``--tail``)."""
+        if view.tail_from_end:
+            def read(start: int, end: int) -> bytes:
+                chunks: List[bytes] = []
+                stream_node_log(node, cid, name, start, chunks.append, known_size=end)
+                return b"".join(chunks)
+
+            data, reached = read_tail(size, view.tail_lines, read)
+            view.feed(data, offset=reached)
+        else:
+            stream_node_log(node, cid, name, view.offset, view.feed, known_size=size)
 
     def task_views(self) -> List[LogFile]:
         return [v for v in self.views.values() if v.attempt is not None]

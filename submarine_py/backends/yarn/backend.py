@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_options
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
-from ...errors import BackendError, ClusterLimitError, JobNotFoundError
+from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError
 from ...home import subm_home
 from ...jobfile.model import JobSpec, RestartSpec
 from ...plan import Plan
@@ -37,7 +37,8 @@ from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
-from .rest import GPU, ResourceManager, hadoop_conf_dir, node_log, yarn_user
+from .nodemanager import node_log
+from .rest import GPU, ResourceManager, hadoop_conf_dir, view_refused, withheld, yarn_user
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
@@ -228,6 +229,8 @@ class YarnBackend(Backend):
     # -- after submission ---------------------------------------------------------------
     def status(self, app_id: str) -> JobReport:
         app = self._settled(self.rm.app(app_id))
+        if withheld(app):  # the RM's reduced record, for someone outside the job's view ACL
+            raise view_refused(app, app_id)
         yarn_state, state = app.get("state"), _state_of(app)
         done = state.is_terminal() and yarn_state in YARN_ENDED
         am: Optional[JobReport] = None
@@ -334,11 +337,26 @@ class YarnBackend(Backend):
             return None
 
     def kill(self, app_id: str, why: str = KILLED_BY_USER) -> JobReport:
-        report = self.status(app_id)
+        try:
+            report = self.status(app_id)
+        except AccessDeniedError:  # not in its view ACL: its modify ACL alone decides the kill
+            self.rm.kill(app_id, diagnostics=why)
+            return self._killed_unseen(app_id, 60)
         if report.final:
             return report
         self.rm.kill(app_id, diagnostics=why)
         return self.wait_final(app_id, 60)
+
+    def _killed_unseen(self, app_id: str, seconds: float) -> JobReport:
+        """What a user who may kill a job but not view it learns of it: YARN's state, once ended."""
+        deadline = time.monotonic() + seconds
+        app = self.rm.app(app_id)
+        while app.get("state") not in YARN_ENDED and time.monotonic() < deadline:
+            time.sleep(self.poll_seconds)
+            app = self.rm.app(app_id)
+        return JobReport(app_id=app_id, name=app.get("name"), state=_state_of(app), backend=self.name,
+                         final=app.get("state") in YARN_ENDED, yarn_state=app.get("state"), user=app.get("user"),
+                         queue=app.get("queue"), diagnostics=app.get("diagnostics") or "")
 
     def list(self, include_finished: bool = False) -> List[JobReport]:
         states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]

@@ -19,13 +19,15 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ...errors import CredentialsError
 from ...plan import Plan, TaskPlan
 from ...refusals import refusal
 from ...am.admission import Verdict, admit
 from ...am.containers import Containers, Ended
 from ...states import Cause, GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
-from .rest import ResourceManager, nm_container, node_log, yarn_user
+from .nodemanager import nm_container, node_log
+from .rest import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
@@ -138,6 +140,9 @@ class YarnContainers(Containers):
             return Verdict(True)
         try:
             room = self.capacity.room()
+        except CredentialsError as exc:  # the job's RM delegation token is past its lifetime
+            self._room_lost(exc)
+            return Verdict(True)
         except Exception as exc:  # the RM's REST unreachable or refused: ask YARN as before
             if not self.capacity_failed:
                 log.warning("cannot read the cluster's free resources (%s): asking for the gang without "
@@ -146,6 +151,16 @@ class YarnContainers(Containers):
             return Verdict(True)
         me = self.capacity.me(tasks, self.submitted_at)
         return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+
+    def _room_lost(self, exc: Exception) -> None:
+        """The RM no longer takes this job's delegation token: it never will again (the RM
+        renews it only up to its maximum lifetime), so the room is not asked any more. The job
+        goes on: YARN's own protocol (skein's AMRM token, which the RM rolls) needs no such token."""
+        log.warning("cannot read the cluster's room any more: %s. The ResourceManager renews a job's "
+                    "delegation token only up to yarn.resourcemanager.delegation.token.max-lifetime (7 days "
+                    "by default) after submission. From now on every gang is asked for without admission "
+                    "(YARN's scheduler places its containers as they come); the job goes on", exc)
+        self.capacity = None
 
     def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
         """Room for one more container as the RM sees it, once none of this job's containers is
@@ -340,6 +355,9 @@ class YarnContainers(Containers):
             return self.rm.queue_headroom(self.plan.job.queue) if self.rm is not None else ""
         try:
             room = self.capacity.room()
+        except CredentialsError as exc:
+            self._room_lost(exc)
+            return ""
         except Exception:
             return self.rm.queue_headroom(self.plan.job.queue) if self.rm is not None else ""
         return room_words(room, self.plan.job.queue)

@@ -13,18 +13,20 @@ A ResourceManager that does not answer (restarting, failing over) is waited for,
 from __future__ import annotations
 
 import getpass
-import itertools
+import json
 import os
+import re
 import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import requests
 
-from ...errors import AccessDeniedError, BackendError, JobNotFoundError, SpecError
+from ...errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
 from .spnego import http_auth
+from .tokens import TOKEN_HEADERS
 
 GPU = "yarn.io/gpu"
 #: How long a command waits for a ResourceManager that does not answer, by default.
@@ -106,6 +108,25 @@ def rm_wait_seconds() -> float:
     return value
 
 
+#: A Java exception as Hadoop's daemons print it: its class's short name, its message (up to the
+#: stack trace).
+_EXCEPTION = re.compile(r"(?:[\w$]+\.)*([\w$]*(?:Exception|Error|InvalidToken))\s*:\s*(.+?)(?=\s+at\s+[\w$.<>]+\(|$)")
+
+
+def daemon_says(text: str, most: int = 240) -> str:
+    """What a Hadoop daemon's error page or JSON says, in one short line: the first exception it
+    names, with its message (``SecretManager$InvalidToken: token (...) is expired, ...``)."""
+    try:  # the web services' JSON: {"RemoteException": {"message": ...}}
+        text = str(((json.loads(text) or {}).get("RemoteException") or {}).get("message") or text)
+    except (ValueError, AttributeError):
+        pass
+    pieces = [" ".join(piece.split()) for piece in re.split(r"<[^>]+>", text or "")]
+    found = next((m for m in map(_EXCEPTION.search, pieces) if m), None)
+    said = f"{found.group(1)}: {found.group(2)}" if found else " ".join(" ".join(pieces).split())
+    said = said or "no reason given"
+    return said if len(said) <= most else said[:most - 3] + "..."
+
+
 def _say(line: str) -> None:
     print(f"subm: {line}", file=sys.stderr, flush=True)
 
@@ -139,6 +160,8 @@ class ResourceManager:
         self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
         self.session.headers.update(headers or {})  # the AM's: its RM delegation token (tokens.py)
+        #: Whether calls carry a delegation token (the AM's) rather than the user's Kerberos login.
+        self.with_token = any(h in (headers or {}) for h in TOKEN_HEADERS)
         self.session.params = {"user.name": yarn_user()}
 
     def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
@@ -187,6 +210,9 @@ class ResourceManager:
         resp = self._request("GET", path, params=params or None)
         if resp.status_code == 404:
             raise JobNotFoundError(f"the ResourceManager has no {path}")
+        if resp.status_code in (401, 403) and self.with_token:
+            raise CredentialsError(f"the ResourceManager refused this application's delegation token "
+                                   f"(HTTP {resp.status_code} to GET {path}: {daemon_says(resp.text)})")
         if resp.status_code == 403:
             raise AccessDeniedError(f"YARN refused {yarn_user()} GET {path}: a job's view ACL (acls.view in its job "
                                     "file) does not name them; its owner, those it names and the cluster's admins "
@@ -335,139 +361,20 @@ class ResourceManager:
             return None
 
 
-def node_log(node_http: str, container_id: str, name: str, timeout: float = 10.0) -> Optional[bytes]:
-    """A (small) container log file from its NodeManager (None when the NM no longer has it)."""
-    chunks: List[bytes] = []
-    if stream_node_log(node_http, container_id, name, 0, chunks.append, timeout=timeout) is None:
-        return None
-    return b"".join(chunks)
+def withheld(app: Dict[str, Any]) -> bool:
+    """Whether the RM's record of an application is the one it shows a user outside the job's
+    view ACL (YARN's VIEW_APP): no start time (Hadoop's ``AppInfo`` fills the times, the AM's
+    container and its resources only for those who may view it; every application has a start
+    time from its submission on)."""
+    return bool(app) and not app.get("startedTime")
 
 
-def node_log_sizes(node_http: str, container_id: str, timeout: float = 10.0) -> Optional[Dict[str, int]]:
-    """``{file name: size}`` of a container's log files (None when the NM does not know it)."""
-    try:
-        resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
-                            auth=http_auth())
-        if resp.status_code != 200:
-            return None
-        data = resp.json()
-    except (requests.RequestException, ValueError):
-        return None
-    infos = data.get("containerLogsInfo") if isinstance(data, dict) else data
-    if isinstance(infos, list):  # some versions: one entry per aggregation type
-        infos = next((i for i in infos if isinstance(i, dict)), {})
-    entries = (infos or {}).get("containerLogInfo") or []
-    if isinstance(entries, dict):
-        entries = [entries]
-    out = {}
-    for e in entries:
-        try:
-            out[str(e["fileName"])] = int(e.get("fileSize") or 0)
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-#: Bytes asked for beyond what a file held at the last look, so a file that grows meanwhile
-#: is still read from where we stopped in one request.
-TAIL_SLACK = 1 << 16
-LOG_CHUNK = 1 << 16
-_HEADER_LIMIT = 8192
-
-
-def stream_node_log(node_http: str, container_id: str, name: str, offset: int, write: Callable[[bytes], Any],
-                    known_size: Optional[int] = None, timeout: float = 10.0) -> Optional[int]:
-    """Copy a container log file from byte ``offset`` on to ``write``, in pieces; returns the
-    offset reached (None when the NodeManager does not have the file).
-
-    The NodeManager's REST endpoint (Hadoop 3.1) has no ranges: ``size=-N`` gives the last N
-    bytes, and its header says the file's length then (``LogLength``), which locates them.
-    From offset 0 the whole file is streamed; memory stays flat whatever its size.
-    """
-    want = None if offset <= 0 else max(1, (known_size or offset) - offset) + TAIL_SLACK
-    for _ in range(8):
-        params = {"user.name": yarn_user()} if want is None else {"user.name": yarn_user(), "size": str(-want)}
-        try:
-            resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
-                                params=params, timeout=timeout, stream=True, auth=http_auth())
-        except requests.RequestException:
-            return None
-        with resp:
-            if resp.status_code != 200:
-                return None
-            pieces = resp.iter_content(LOG_CHUNK)
-            head, rest = _read_header(pieces)
-            length = _log_length(head)
-            if length is None:  # not the wrapped format: the body is the file itself
-                return _copy(rest, pieces, offset, None, write)
-            if length <= offset:
-                return offset
-            body = length if want is None else min(want, length)
-            start = length - body
-            if start > offset:  # grew past our slack meanwhile: ask for more
-                want = length - offset + TAIL_SLACK
-                continue
-            _copy(rest, pieces, offset - start, body - (offset - start), write)
-            return max(length, offset)
-    return offset
-
-
-def _read_header(pieces: Iterator[bytes]) -> Tuple[bytes, bytes]:
-    """The NM's header ('Container: ...LogContents:\\n') and what followed it in the last piece."""
-    buf = b""
-    marker = b"LogContents:\n"
-    for piece in pieces:
-        buf += piece
-        at = buf.find(marker)
-        if at >= 0:
-            return buf[:at], buf[at + len(marker):]
-        if len(buf) > _HEADER_LIMIT:
-            break
-    return b"", buf
-
-
-def _log_length(head: bytes) -> Optional[int]:
-    for line in head.splitlines():
-        if line.startswith(b"LogLength:"):
-            try:
-                return int(line.split(b":", 1)[1].strip())
-            except ValueError:
-                return None
-    return None
-
-
-def _copy(first: bytes, pieces: Iterator[bytes], skip: int, count: Optional[int],
-          write: Callable[[bytes], Any]) -> int:
-    """Write ``count`` bytes (all, if None) after skipping ``skip``, from ``first`` then ``pieces``."""
-    done = 0
-    for piece in itertools.chain([first], pieces):
-        if skip:
-            cut = min(skip, len(piece))
-            piece, skip = piece[cut:], skip - cut
-        if count is not None:
-            piece = piece[:count - done]
-        if piece:
-            write(piece)
-            done += len(piece)
-        if count is not None and done >= count:
-            break
-    return done
-
-
-def _base(node_http: str) -> str:
-    return node_http if node_http.startswith("http") else f"http://{node_http}"
-
-
-def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dict[str, Any]:
-    base = node_http if node_http.startswith("http") else f"http://{node_http}"
-    try:
-        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
-                            headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
-                            auth=http_auth())
-        return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
-    except (requests.RequestException, ValueError):
-        return {}
+def view_refused(app: Dict[str, Any], app_id: str) -> AccessDeniedError:
+    """The one line for a user YARN does not let see a job (``subm status/logs/wait``)."""
+    me, owner = yarn_user(), app.get("user") or "its owner"
+    return AccessDeniedError(f"{me} may not view {app_id} (owner {owner}): {me} is not in the job's view ACL "
+                             f"(acls.view in its job file, YARN's VIEW_APP); ask {owner} to add {me} to "
+                             "acls.view, or a YARN admin (yarn.admin.acl) to look")
 
 
 def _resources(block: Optional[Dict[str, Any]]) -> Dict[str, int]:
