@@ -6,6 +6,7 @@ failed or was killed (or a backend error), 2 bad input, 124 ``subm wait --timeou
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -89,26 +90,24 @@ BACKEND = _backend_option(f"Where to run: {registry.summaries()}; default: {regi
 BACKEND_TO_ASK = _backend_option(f"Default: {registry.default_help()}.")
 
 
-def _to_environment(name: str):
-    def remember(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
-        if value:
-            os.environ[name] = value
-        return value
-    return remember
-
-
 def login_options(command):
     """``--principal/--keytab`` of every command that talks to a cluster: the option, else the
-    variable (SUBM_PRINCIPAL, SUBM_KEYTAB). Either becomes the variable for this process, the
-    one route to the backend (for the Python API too: kerberos.requested reads it, then, for
-    ``subm run``, the job file's ``kerberos``; docs/security.md)."""
-    command = click.option("--keytab", metavar="PATH", envvar="SUBM_KEYTAB", expose_value=False,
-                           callback=_to_environment("SUBM_KEYTAB"),
-                           help="Secure YARN: the principal's keytab (also SUBM_KEYTAB).")(command)
-    return click.option("--principal", metavar="NAME@REALM", envvar="SUBM_PRINCIPAL", expose_value=False,
-                        callback=_to_environment("SUBM_PRINCIPAL"),
+    variable (SUBM_PRINCIPAL, SUBM_KEYTAB). Either becomes the variable for this process when the
+    command runs (not when its line is parsed), the one route to the backend (for the Python API
+    too: kerberos.requested reads it, then, for ``subm run``, the job file's ``kerberos``;
+    docs/security.md)."""
+    @functools.wraps(command)
+    def logged_in(*args: Any, principal: Optional[str] = None, keytab: Optional[str] = None, **kwargs: Any) -> Any:
+        for name, value in (("SUBM_PRINCIPAL", principal), ("SUBM_KEYTAB", keytab)):
+            if value:
+                os.environ[name] = value
+        return command(*args, **kwargs)
+
+    logged_in = click.option("--keytab", metavar="PATH", envvar="SUBM_KEYTAB",
+                             help="Secure YARN: the principal's keytab (also SUBM_KEYTAB).")(logged_in)
+    return click.option("--principal", metavar="NAME@REALM", envvar="SUBM_PRINCIPAL",
                         help="Secure YARN: the Kerberos principal to log in as, with --keytab (also "
-                             "SUBM_PRINCIPAL; default: kinit's ticket).")(command)
+                             "SUBM_PRINCIPAL; default: kinit's ticket).")(logged_in)
 
 
 @main.command(help=f"""Check a job file and print the plan: tasks, resources, environments (as the backend gives

@@ -127,14 +127,16 @@ def cli(*args: str, env: Optional[Mapping[str, str]] = None,
         runner = CliRunner(mix_stderr=False)  # click < 8.2
     except TypeError:
         runner = CliRunner()  # click >= 8.2 keeps stderr apart itself
-    old = os.getcwd()
+    old, environ = os.getcwd(), dict(os.environ)
     if cwd is not None:
         os.chdir(cwd)
     try:
         result = runner.invoke(main, list(args), env=dict(env or {}), catch_exceptions=False,
                                prog_name="subm")
-    finally:
+    finally:  # a process's state ends with it: --principal/--keytab become SUBM_* variables
         os.chdir(old)
+        os.environ.clear()
+        os.environ.update(environ)
     return result.exit_code, result.stdout, result.stderr
 
 
