@@ -25,9 +25,11 @@ RESULT = re.compile(r"\{[^{}]*\}")
 #: The Accelerate jobs' restart policy. torch 2.13's gloo sometimes aborts a process as its
 #: interpreter exits, after every rank has printed its result and destroyed the process group
 #: ("terminate called without an active exception", "Fatal Python error: Aborted" with no Python
-#: frame): 4 of 70 runs of the 2x2 job on this 2-core machine with two busy loops beside it, 0 of 60
-#: of the same four processes started by a plain script with the same variables (fewer processes
-#: competing for the cores: no AM, no executors). torchrun reports such a worker as failed too
+#: frame): 4 of 70 runs of the 2x2 job on this 2-core machine with two busy loops beside it, against
+#: 0 of 160 runs of the same four processes started by a plain script with the same variables (also
+#: shaped like the executor's: sh -c, a shared stdout file, stderr pipes, staggered tasks), and 0 of
+#: 15 under two torchruns. Why an AM and executors beside them make it likelier is not found yet
+#: (docs/processes.md). torchrun reports such a worker as failed too
 #: (exit -6); what a user sets against it is a restart, so the jobs do, and the tests read the
 #: last attempt. A program that fails for real fails both attempts.
 RESTART_ON_TEARDOWN_ABORT = "restart: {max_restarts: 1}"
