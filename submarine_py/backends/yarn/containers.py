@@ -359,6 +359,11 @@ class YarnContainers(Containers):
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         if not executor:
             return ""
+        if executor in self.pending and executor not in self.where:
+            # Just asked for (launch): YARN has placed it nowhere yet, so skein knows no log
+            # either. Its registration says where it runs. (Asking skein here cost a call
+            # listing every container for each container of a gang, under the job's lock.)
+            return ""
         if executor not in self.where:
             self._container(executor)  # asks skein where the container runs, if not known yet
         container, node_http = self._address(executor)
