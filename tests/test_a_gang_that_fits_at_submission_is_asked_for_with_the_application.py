@@ -142,3 +142,24 @@ def test_a_job_submitted_at_the_same_moment_that_goes_first_sends_the_gang_back_
     yc = YarnContainers(app, plan, user="alice", rm=FakeRM((2, 2), [me]), app_id="application_1_0002",
                         gang_asked=True)
     assert yc.admit(plan.tasks, Placement.PACK).fits and app.killed == []
+
+
+def test_executors_that_register_before_the_am_admitted_their_gang_run_nothing_until_it_is_up():
+    from submarine_py.am.containers import Containers
+    from submarine_py.am.master import ApplicationMaster
+    from submarine_py.states import Phase
+
+    class Asked(Containers):  # the gang was asked for with the application; admission answers later
+        name = "fake"
+
+    plan = plan_of(3)
+    am = ApplicationMaster(plan, "application_1_0003", Asked())
+    assert am.job.phase == Phase.QUEUED
+    for i in range(2):  # their containers came first; the AM has not run its first round yet
+        am.on_register({"executor": f"worker_{i}", "role": "worker", "index": i, "host": "127.0.0.1",
+                        "port": 4000 + i})
+    assert all(not ex.instructions for ex in am.job.executors.values())
+    am.allocation.launches()  # admitted: the third task is asked for
+    am.on_register({"executor": "worker_9", "role": "worker", "index": 2, "host": "127.0.0.1", "port": 4002})
+    assert am.job.phase == Phase.RUNNING
+    assert all(ex.instructions[-1]["op"] == "run" for ex in am.job.executors.values())
