@@ -104,3 +104,25 @@ def test_a_gang_timeout_describing_many_tasks_asks_skein_once(yarn):
         assert "RUNNING" in yc.describe(executor)
     assert "2 RUNNING" in yc.describe_role("worker")
     assert len(app.asked) == 1
+
+
+class AddingApp(FakeApp):
+    """The same, where the AM asks for containers (``add_container``): YARN places none at once."""
+
+    def add_container(self, service, env):
+        cid = f"{service}_{len(self.all)}"
+        self.all[cid] = SimpleNamespace(id=cid, state="REQUESTED", service_name=service, yarn_node_http_address=None,
+                                        yarn_container_id=None, exit_message="", start_time=None)
+        return self.all[cid]
+
+
+def test_asking_for_a_gang_asks_skein_for_nothing_but_its_containers():
+    plan = make_plan(spec_from_dict({"name": "t", "roles": {"worker": {"instances": 15, "command": "x"}}}))
+    app = AddingApp([])
+    yc = YarnContainers(app, plan, user="alice")
+    for task in plan.tasks:
+        ex = yc.launch(task, {})
+        assert yc.log_location(task, ex) == ""  # nowhere yet: the registration will say
+    assert len(app.all) == 15 and app.asked == []
+    yc.registered("worker_0", {"container": "container_9_0001_01_000002", "node_http": "n1:8042"})
+    assert yc.log_location(plan.tasks[0], "worker_0").startswith("http://n1:8042/node/containerlogs/")

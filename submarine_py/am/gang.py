@@ -92,7 +92,9 @@ class Gang:
         task restarted alone under a gang that runs. Also called each round (an elastic world
         may start once ``timeouts.settle_seconds`` have passed)."""
         job = self.job
-        if job.finishing:
+        # No task runs while the gang waits for admission (QUEUED): a container asked for with
+        # the application can register before the AM has admitted its gang (YarnContainers).
+        if job.finishing or job.phase == Phase.QUEUED:
             return
         if job.phase == Phase.STARTING:
             world = self.elasticity.start_world()

@@ -183,7 +183,9 @@ class ApplicationMaster:
                 next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
             self._launch_and_poll()
             with job.lock:
-                if self.recovery.elasticity.on:  # an elastic world starts (or grows) when its time comes
+                # An elastic world starts (or grows) when its time comes; a gang whose executors
+                # registered while it waited for admission starts once admitted.
+                if self.recovery.elasticity.on or job.phase == Phase.STARTING:
                     self.gang.maybe_run()
                     self.recovery.elasticity.check()
                 self.gang.check_timeout()

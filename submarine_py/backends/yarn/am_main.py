@@ -20,6 +20,7 @@ from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
+from .capacity import GANG_ASKED_AT_SUBMISSION
 from .containers import YarnContainers
 from .nodemanager import node_log
 from .rest import ResourceManager
@@ -54,7 +55,8 @@ def main_yarn(job_file: str) -> int:
     # The AM never blocks on the RM; on a secure cluster it reads it with the application's RM
     # delegation token (no ticket in a container).
     rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0, headers=rm_token_header())
-    containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"))
+    containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"),
+                                gang_asked=bool(meta.get(GANG_ASKED_AT_SUBMISSION)))
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]
     shared_root = plan.job.shared_dir
     shared = os.path.join(shared_root, app_id) if shared_root else None

@@ -207,7 +207,9 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
         script = f"{py['task_setup']}\nexec {py['python']} -S {EXECUTOR_FILE}"
     hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
     return skein.Service(
-        instances=0,  # the AM asks for them once the whole gang fits (am/allocation.py)
+        # The AM asks for them once the whole gang fits (am/allocation.py); where it fits at
+        # submission, the backend declares them here instead (capacity.admit_at_submission).
+        instances=0,
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),

@@ -37,6 +37,7 @@ from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
+from .capacity import GANG_ASKED_AT_SUBMISSION, admit_at_submission
 from .nodemanager import node_log
 from .rest import GPU, ResourceManager, hadoop_conf_dir, view_refused, withheld, yarn_user
 from .skein_driver import client_for
@@ -201,8 +202,12 @@ class YarnBackend(Backend):
             os.makedirs(job_dir, mode=0o700)
         except OSError as exc:
             raise BackendError(f"cannot create {job_dir}: {exc.strerror}") from None
+        submitted_at = time.time()
+        job = dict(request.job, submitted_at=submitted_at)
+        if self._gang_with_application(request, submitted_at):
+            job[GANG_ASKED_AT_SUBMISSION] = True
         try:
-            for path, text in ((request.job_file, json.dumps(dict(request.job, submitted_at=time.time()))),
+            for path, text in ((request.job_file, json.dumps(job)),
                                (request.token_file, request.token)):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # role env may be secret
                 with os.fdopen(fd, "w") as f:
@@ -225,6 +230,22 @@ class YarnBackend(Backend):
             _kill_quietly(client, app_id)
             raise
         return app_id
+
+    def _gang_with_application(self, request: YarnRequest, now: float) -> bool:
+        """Ask for the whole gang with the application when admission says it fits now
+        (``capacity.admit_at_submission``): each service then declares its tasks, which skein's
+        AM asks for at once, and the AM takes them as its gang (``YarnContainers.admit``). Else
+        (it does not fit, its gang grows, the RM's REST cannot be read) nothing is asked for
+        with the application: the AM waits for room, holding nothing."""
+        try:
+            verdict = admit_at_submission(request.plan, self.rm_now, now)
+        except Exception:  # the AM reads the room itself
+            return False
+        if not verdict.fits:
+            return False
+        for role in request.plan.job.roles:
+            request.app_spec.services[role].instances = sum(1 for t in request.plan.tasks if t.role == role)
+        return True
 
     # -- after submission ---------------------------------------------------------------
     def status(self, app_id: str) -> JobReport:

@@ -15,9 +15,9 @@ import logging
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...am.admission import Gang, Need, Room
+from ...am.admission import Gang, Need, Room, Verdict, admit
 from ...plan import Plan, TaskPlan
-from ...states import GateState
+from ...states import GateState, Placement
 from .rest import GPU, ResourceManager, _resources
 
 log = logging.getLogger("subm.am.yarn")
@@ -28,6 +28,8 @@ GANG_TAG = "subm-gang:"
 PROGRESS = {GateState.QUEUED: 0.01, GateState.ASKED: 0.25, GateState.HELD: 0.5}
 #: The RM's percentages below which a job waits, and below which it is still asking.
 _QUEUED_BELOW, _ASKED_BELOW = 10.0, 40.0
+#: The job file's word (``subm_job.json``) that its gang was asked for with the application.
+GANG_ASKED_AT_SUBMISSION = "gang_asked_at_submission"
 #: YARN rounds each container's memory up to a multiple of this (yarn.scheduler.minimum-allocation-mb).
 DEFAULT_MIN_MEMORY_MB = 1024
 
@@ -170,6 +172,8 @@ class Capacity:
         #: This job as the RM lists it (when it started, its priority): how others order it.
         self.started_at: Optional[float] = None
         self.priority = 0
+        #: Containers the RM counts for this job now, its AM's included.
+        self.running = 0
         value = rm.conf_value("yarn.scheduler.minimum-allocation-mb")
         self.min_memory_mb = int(value) if value and value.isdigit() else DEFAULT_MIN_MEMORY_MB
         self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
@@ -186,6 +190,7 @@ class Capacity:
             if a.get("id") == self.app_id:
                 self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
                 self.priority = int(a.get("priority") or 0)
+                self.running = int(a.get("runningContainers") or 0)
         return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
                     queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
                     preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
@@ -194,6 +199,31 @@ class Capacity:
         """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""
         return Gang(job=self.app_id, queue=self.queue, submitted_at=self.started_at or submitted_at,
                     needs=needs_of(tasks, self.min_memory_mb), priority=self.priority)
+
+
+def whole_gang(plan: Plan) -> Optional[Tuple[TaskPlan, ...]]:
+    """The tasks of a job whose whole gang may be asked for with the application itself (see
+    :func:`admit_at_submission`): every task, where no role is elastic (an elastic role's gang
+    is its ``min``, the rest grows one by one) and the job is no sweep (its pool asks
+    trial by trial). None: the AM asks for everything."""
+    if plan.job.sweep is not None or any(spec.elastic for spec in plan.job.roles.values()):
+        return None
+    return tuple(plan.tasks)
+
+
+def admit_at_submission(plan: Plan, rm: ResourceManager, now: float) -> Verdict:
+    """Whether the job's whole gang fits now, decided as its AM would (the same :func:`admit`
+    over the same room), before the application exists: then skein asks for the gang as soon as
+    the AM's container starts. skein's AM sends the requests the AM adds later only on its next
+    idle heartbeat to the RM (every 5 s: min(5000, yarn.am.liveness-monitor.expiry-interval-ms / 2)),
+    which was most of a gang's start-up. A gang that does not fit (or a job whose gang grows,
+    :func:`whole_gang`) is submitted asking for nothing and waits in its AM, holding nothing."""
+    tasks = whole_gang(plan)
+    if not tasks:
+        return Verdict(False, "the AM asks for this job's containers")
+    capacity = Capacity(rm, "", plan.job.queue)
+    room = capacity.room()
+    return admit(capacity.me(tasks, now), room, now=now, spread=plan.job.placement == Placement.SPREAD)
 
 
 def room_words(room: Room, queue: str) -> str:

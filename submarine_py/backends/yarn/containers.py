@@ -1,9 +1,10 @@
 """The AM side of the YARN backend: skein's ApplicationClient as the AM's :class:`Containers`.
 
 Runs inside the application's master container (skein's master script, see
-``am_main``). The first container of every task is requested with the
-application itself; these add replacements, notices containers that ended (the executor normally
-says so first, over HTTP), and hands the final state to YARN.
+``am_main``). It asks for every container once admission says the gang fits (``add_container``),
+except a first gang admitted at submission, which skein's AM asked for as it started (see
+``capacity.admit_at_submission``: the AM takes those); notices containers that ended (the
+executor normally says so first, over HTTP), and hands the final state to YARN.
 
 Where a container runs (its YARN id and NodeManager) comes with its executor's registration.
 The poll asks skein for ended containers only: every container of a large job, twice a
@@ -71,7 +72,7 @@ class YarnContainers(Containers):
     queues_requests = True
 
     def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None,
-                 app_id: str = "", submitted_at: Optional[float] = None):
+                 app_id: str = "", submitted_at: Optional[float] = None, gang_asked: bool = False):
         self.app = app
         self.plan = plan
         self.user = user or yarn_user()
@@ -104,6 +105,11 @@ class YarnContainers(Containers):
         #: for), and each container :meth:`launch` adds is pending until skein says otherwise.
         self.pending: Set[str] = set()
         self.pending_read_at = float("-inf")
+        #: The gang was asked for with the application (admitted at submission: the services
+        #: declare its tasks, which skein's AM asked for as it started): the first gang to start
+        #: takes those containers instead of adding new ones. (role, index) -> skein's id.
+        self.gang_asked = gang_asked
+        self.asked_with_job: Dict[Tuple[str, int], str] = {}
 
     def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
@@ -136,6 +142,10 @@ class YarnContainers(Containers):
 
     # -- Containers -----------------------------------------------------------------
     def admit(self, tasks: Sequence[TaskPlan], placement: Placement) -> Verdict:
+        if self.gang_asked:
+            verdict = self._take_asked(tasks)
+            if verdict is not None:
+                return verdict
         if self.capacity is None:
             return Verdict(True)
         try:
@@ -161,6 +171,53 @@ class YarnContainers(Containers):
                     "by default) after submission. From now on every gang is asked for without admission "
                     "(YARN's scheduler places its containers as they come); the job goes on", exc)
         self.capacity = None
+
+    def _take_asked(self, tasks: Sequence[TaskPlan]) -> Optional[Verdict]:
+        """The first gang, asked for with the application: admitted (at submission) if skein's
+        containers cover it; those no task of the gang takes (a task already done, at a later
+        AM attempt) go back. None: ask admission as usual."""
+        self.gang_asked = False
+        try:
+            found = self.app.get_containers(services=list(self.plan.job.roles),
+                                            states=["WAITING", "REQUESTED", "RUNNING"])
+        except Exception as exc:
+            log.debug("get_containers: %s", exc)
+            return None
+        # (An executor that registered already found its task itself: its container stays.)
+        by_task = {(c.service_name, c.instance): c for c in found if c.id not in self.where}
+        wanted = {(t.role, t.index) for t in tasks}
+        covered = wanted.issubset(by_task) and self._still_fits(tasks)
+        for key, c in by_task.items():
+            if key not in wanted or not covered:
+                self.kill(c.id)
+        if not covered:
+            return None
+        with self.lock:
+            for key in wanted:
+                self.containers[by_task[key].id] = by_task[key]
+        self.asked_with_job = {key: by_task[key].id for key in wanted}
+        return Verdict(True, "admitted at submission: asked for with the application")
+
+    def _still_fits(self, tasks: Sequence[TaskPlan]) -> bool:
+        """Admission again, now that this application exists: a job submitted at the same moment
+        was not in the room read at submission. Those of the gang's containers not granted yet
+        must fit the room left, after the jobs that go first (an older one, one already asking).
+        What the RM granted already is out of the room: as other AMs count it (``waiting_gangs``),
+        the RM's count of this job's containers, less its AM, is what of the gang is granted.
+        (Where the RM's REST cannot be read: as before, yes.)"""
+        if self.capacity is None:
+            return True
+        try:
+            room = self.capacity.room()
+        except Exception:
+            return True
+        rest = list(tasks)[max(0, self.capacity.running - 1):]
+        if not rest:
+            return True
+        verdict = admit(self.capacity.me(rest, self.submitted_at), room, now=time.time())
+        if not verdict.fits:
+            log.info("the gang asked for at submission no longer fits (%s): giving its containers back", verdict.why)
+        return verdict.fits
 
     def admit_extra(self, task: TaskPlan, placement: Placement, asking: Sequence[TaskPlan] = ()) -> Verdict:
         """Room for one more container as the RM sees it, once none of this job's containers is
@@ -200,6 +257,10 @@ class YarnContainers(Containers):
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
         env = {k: v for k, v in env.items() if k != "SUBM_TOKEN"}
+        asked = self.asked_with_job.pop((task.role, task.index), None)
+        if asked is not None:  # asked for with the application (its executor finds the AM itself)
+            self.pending.add(asked)
+            return asked
         c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
         with self.lock:
             self.containers[c.id] = c
@@ -376,6 +437,11 @@ class YarnContainers(Containers):
 
     def log_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         if not executor:
+            return ""
+        if executor in self.pending and executor not in self.where:
+            # Just asked for (launch): YARN has placed it nowhere yet, so skein knows no log
+            # either. Its registration says where it runs. (Asking skein here cost a call
+            # listing every container for each container of a gang, under the job's lock.)
             return ""
         if executor not in self.where:
             self._container(executor)  # asks skein where the container runs, if not known yet
