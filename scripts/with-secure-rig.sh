@@ -57,21 +57,9 @@ done
 # RM's yarn-site.xml and starts it: set them there, then restart the RM (no job runs yet; the
 # NodeManagers register again with it).
 ( source /tmp/krb-rig/env.sh
-  python3 - /tmp/krb-rig/conf/yarn-site.xml "${RIG_TOKEN_RENEW_MS:-120000}" "${RIG_TOKEN_MAX_MS:-300000}" <<'PY'
-import sys, xml.etree.ElementTree as ET
-path, renew, most = sys.argv[1:4]
-tree = ET.parse(path)
-have = {p.findtext("name"): p for p in tree.getroot().iter("property")}
-for key, value in (("yarn.resourcemanager.delegation.token.renew-interval", renew),
-                   ("yarn.resourcemanager.delegation.token.max-lifetime", most)):
-    if key in have:
-        have[key].find("value").text = value
-    else:
-        prop = ET.SubElement(tree.getroot(), "property")
-        ET.SubElement(prop, "name").text = key
-        ET.SubElement(prop, "value").text = value
-tree.write(path)
-PY
+  python3 "$repo/scripts/secure_rig_conf.py" set /tmp/krb-rig/conf/yarn-site.xml \
+    "yarn.resourcemanager.delegation.token.renew-interval=${RIG_TOKEN_RENEW_MS:-120000}" \
+    "yarn.resourcemanager.delegation.token.max-lifetime=${RIG_TOKEN_MAX_MS:-300000}"
   export YARN_RESOURCEMANAGER_USER=root
   yarn --daemon stop resourcemanager && yarn --daemon start resourcemanager
   export KRB5CCNAME=FILE:$dir/cc-nodes
@@ -86,7 +74,7 @@ PY
 # Queue administrators may kill any job: Hadoop's shipped capacity-scheduler.xml makes that
 # everyone. Ours (subm hadoop-conf, secure mode) makes it YARN's admins (root on the rig).
 ( source /tmp/krb-rig/env.sh
-  PYTHONPATH=$repo "${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}" "$repo/scripts/secure_rig_queues.py" \
+  PYTHONPATH=$repo "${SUBM_SECURE_PYTHON_FROM:-$(command -v python3)}" "$repo/scripts/secure_rig_conf.py" queues \
     /tmp/krb-rig/conf/capacity-scheduler.xml root
   export KRB5CCNAME=FILE:$dir/cc-admin
   kinit -kt /tmp/krb/yarn.keytab rm/rm.rig.test && yarn rmadmin -refreshQueues ) >>"$dir/up.log" 2>&1 \
