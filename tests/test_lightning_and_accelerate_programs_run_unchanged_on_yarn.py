@@ -17,14 +17,16 @@ if not YARN_CONF_DIR:
 
 from test_jobs_run_end_to_end_on_yarn import apps, run_job, subm, YARN  # noqa: E402,F401
 from test_lightning_and_accelerate_programs_run_unchanged import (  # noqa: E402
-    ACCELERATE_PROGRAM, RESTART_ON_TEARDOWN_ABORT, RESULT, epochs, last_attempt)
+    ACCELERATE_PROGRAM, RESTART_ON_TEARDOWN_ABORT, RESULT, epochs)
 
 pytestmark = [pytest.mark.yarn, pytest.mark.torch]
 pytest.importorskip("torch", reason="the programs train with PyTorch")
 
 
-def task_stdout(app_id: str, index: int) -> str:
-    rc, out, err = subm("logs", app_id, "--role", "worker", "--index", str(index), env=YARN, timeout=60)
+def task_stdout(app_id: str, index: int, attempt: int = 0) -> str:
+    """What `subm logs` prints of a worker: its stdout and stderr, of every attempt or of ``attempt``."""
+    only = ("--attempt", str(attempt)) if attempt else ()
+    rc, out, err = subm("logs", app_id, "--role", "worker", "--index", str(index), *only, env=YARN, timeout=60)
     assert rc == 0, err
     return out
 
@@ -86,6 +88,6 @@ def test_an_accelerate_program_with_two_processes_per_task_on_yarn(tmp_path, app
     apps.append(report.get("app_id"))
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"
     lines = [json.loads(found) for i in range(2)
-             for found in RESULT.findall(last_attempt(task_stdout(report["app_id"], i)))]
+             for found in RESULT.findall(task_stdout(report["app_id"], i, attempt=report["attempts"]))]
     assert sorted(r["process_index"] for r in lines) == [0, 1, 2, 3]
     assert {r["num_processes"] for r in lines} == {4}
