@@ -675,3 +675,15 @@ def test_a_job_outlives_a_five_minute_ticket_and_token(users, rig):
     said = (am_dir / "application.driver.log").read_text()
     assert said.count("cannot read the cluster's room any more") == 1, said[-3000:]
     assert "refused this application's delegation token" in said and "is expired" in said, said[-3000:]
+
+
+@pytest.mark.unit
+def test_a_secure_clusters_gang_is_asked_for_by_its_am_not_with_the_application(tmp_path, monkeypatch):
+    """Executors of containers declared with the application find their AM through the RM's web
+    proxy, which asks for SPNEGO, and a container holds no ticket: on the Kerberized rig such a
+    gang never registered. On a secure cluster the AM asks for every container itself."""
+    from submarine_py.backends.yarn.backend import YarnBackend
+
+    monkeypatch.setenv("HADOOP_CONF_DIR", secure_conf_dir(tmp_path))
+    backend = YarnBackend.__new__(YarnBackend)  # nothing of it is asked: not even the RM
+    assert backend._gang_with_application(None, now=0.0) is False

@@ -236,7 +236,14 @@ class YarnBackend(Backend):
         (``capacity.admit_at_submission``): each service then declares its tasks, which skein's
         AM asks for at once, and the AM takes them as its gang (``YarnContainers.admit``). Else
         (it does not fit, its gang grows, the RM's REST cannot be read) nothing is asked for
-        with the application: the AM waits for room, holding nothing."""
+        with the application: the AM waits for room, holding nothing.
+
+        Not on a secure cluster: an executor of a container declared with the application finds
+        its AM through the RM's web proxy, which asks for SPNEGO, and a container holds no
+        ticket (seen on the Kerberized rig: the gang never registered). There the AM asks for
+        every container itself and gives each executor its address."""
+        if kerberos.is_secure(hadoop_conf_dir()):
+            return False
         try:
             verdict = admit_at_submission(request.plan, self.rm_now, now)
         except Exception:  # the AM reads the room itself
