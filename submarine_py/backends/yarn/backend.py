@@ -242,9 +242,9 @@ class YarnBackend(Backend):
         its AM through the RM's web proxy, which asks for SPNEGO, and a container holds no
         ticket (seen on the Kerberized rig: the gang never registered). There the AM asks for
         every container itself and gives each executor its address."""
-        if kerberos.is_secure(hadoop_conf_dir()):
-            return False
         try:
+            if kerberos.is_secure(hadoop_conf_dir()):
+                return False
             verdict = admit_at_submission(request.plan, self.rm_now, now)
         except Exception:  # the AM reads the room itself
             return False
