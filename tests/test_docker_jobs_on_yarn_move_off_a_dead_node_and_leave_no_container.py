@@ -8,6 +8,7 @@ node is killed with ../shared/yarn-rig/node.sh (``FORCE=1 node.sh stop N``) and 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -79,7 +80,7 @@ def node_numbers(rig) -> Dict[str, int]:
     for i, d in enumerate(rig["node_dirs"], start=1):
         for prop in ET.parse(Path(d) / "conf" / "yarn-site.xml").getroot().iter("property"):
             if prop.findtext("name") == "yarn.nodemanager.hostname":
-                nodes[prop.findtext("value")] = i
+                nodes[socket.gethostbyname(prop.findtext("value"))] = i
     return nodes
 
 
@@ -97,17 +98,20 @@ def test_a_node_that_dies_under_a_docker_job_moves_the_gang(user):
     node_mb = max(n["usedMemoryMB"] + n["availMemoryMB"] for n in rm_get(rig, "/ws/v1/cluster/nodes")["nodes"]["node"])
     app_id = submit(user, waiting_job(user, "docker-node-dies", 2, memory_mb=int(node_mb * 0.6)))
     report = wait_for(lambda: running(rig, app_id, 2), timeout=180, what="both workers running", interval=0.5)
-    am_host = rm_get(rig, f"/ws/v1/cluster/apps/{app_id}")["app"]["amHostHttpAddress"].rsplit(":", 1)[0]
+    # Nodes by address: a task's host may be a name /etc/hosts gives that address (the secure
+    # rig names 127.0.0.80-82 and leaves the names behind).
+    ip = socket.gethostbyname
+    am_host = ip(rm_get(rig, f"/ws/v1/cluster/apps/{app_id}")["app"]["amHostHttpAddress"].rsplit(":", 1)[0])
     hosts = {t["host"] for t in report["tasks"]}
     assert len(hosts) == 2, f"one worker per node (each takes 60 % of one): {hosts}"
-    victim = next(h for h in hosts if h != am_host)
+    victim = next(h for h in hosts if ip(h) != am_host)
     before = docker_containers(app_id)
-    node_sh(rig, "stop", nodes[victim], force=True)
+    node_sh(rig, "stop", nodes[ip(victim)], force=True)
     try:
         after = wait_for(lambda: running(rig, app_id, 2, attempt=2), timeout=180,
                          what="the gang running again after the node died", interval=0.5)
     finally:
-        node_sh(rig, "start", nodes[victim])
+        node_sh(rig, "start", nodes[ip(victim)])
     assert victim not in {t["host"] for t in after["tasks"]}
     events = " | ".join(e["message"] for e in after.get("events") or [])
     assert f"no heartbeat from its executor on {victim}" in events, events
