@@ -122,7 +122,7 @@ class _LogCopier:
         self.output = LogOutput(out)
         self.attempt, self.tail = attempt, tail
         self.views: Dict[str, LogFile] = {}
-        #: Why a NodeManager would not serve a log file, one per file (see ``rest.LogRefused``).
+        #: Why a NodeManager would not serve a log file, one per file (see ``nodemanager.LogRefused``).
         self.refused: List[str] = []
 
     def copy(self, place: Place, names: Tuple[str, ...], title: str, whole: bool = False) -> None:

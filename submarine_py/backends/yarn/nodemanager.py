@@ -165,9 +165,8 @@ def _base(node_http: str) -> str:
 
 
 def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dict[str, Any]:
-    base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
-        resp = requests.get(f"{base}/ws/v1/node/containers/{container_id}", timeout=timeout,
+        resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}", timeout=timeout,
                             headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
                             auth=http_auth())
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
