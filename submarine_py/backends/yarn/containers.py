@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ...errors import CredentialsError
 from ...plan import Plan, TaskPlan
 from ...refusals import refusal
-from ...am.admission import Verdict, admit
+from ...am.admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended
 from ...states import Cause, GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
@@ -146,21 +146,27 @@ class YarnContainers(Containers):
             verdict = self._take_asked(tasks)
             if verdict is not None:
                 return verdict
-        if self.capacity is None:
+        room = self._room()
+        if room is None or self.capacity is None:
             return Verdict(True)
+        me = self.capacity.me(tasks, self.submitted_at)
+        return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+
+    def _room(self) -> Optional[Room]:
+        """The cluster's room as the RM tells it, or None where it cannot be read: admission then
+        lets the gang ask YARN as before (said once in the log)."""
+        if self.capacity is None:
+            return None
         try:
-            room = self.capacity.room()
+            return self.capacity.room()
         except CredentialsError as exc:  # the job's RM delegation token is past its lifetime
             self._room_lost(exc)
-            return Verdict(True)
         except Exception as exc:  # the RM's REST unreachable or refused: ask YARN as before
             if not self.capacity_failed:
                 log.warning("cannot read the cluster's free resources (%s): asking for the gang without "
                             "admission", exc)
                 self.capacity_failed = True
-            return Verdict(True)
-        me = self.capacity.me(tasks, self.submitted_at)
-        return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+        return None
 
     def _room_lost(self, exc: Exception) -> None:
         """The RM no longer takes this job's delegation token: it never will again (the RM
@@ -205,11 +211,8 @@ class YarnContainers(Containers):
         What the RM granted already is out of the room: as other AMs count it (``waiting_gangs``),
         the RM's count of this job's containers, less its AM, is what of the gang is granted.
         (Where the RM's REST cannot be read: as before, yes.)"""
-        if self.capacity is None:
-            return True
-        try:
-            room = self.capacity.room()
-        except Exception:
+        room = self._room()
+        if room is None or self.capacity is None:
             return True
         rest = list(tasks)[max(0, self.capacity.running - 1):]
         if not rest:
