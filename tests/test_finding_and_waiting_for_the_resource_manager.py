@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from submarine_py.backends.yarn.rest import ResourceManager, hadoop_conf_dir
+from submarine_py.backends.yarn.rest import ResourceManager
+from submarine_py.backends.yarn.site import hadoop_conf_dir
 from submarine_py.backends.yarn.skein_driver import config_dir_for, fingerprint
 from submarine_py.cli import main
 from submarine_py.errors import BackendError, SpecError

@@ -22,7 +22,7 @@ from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
 from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from . import shipping
-from .capacity import gang_tag
+from .capacity import TAG, gang_tag
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -35,7 +35,6 @@ ENV_ARCHIVE = "subm-environment"
 #: (never an environment variable: YARN copies launch_container.sh, with every variable,
 #: into the container's log directory, which the NodeManager serves to anyone).
 TOKEN_FILE = "subm_token"
-TAG = "submarine"
 #: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
 AM_MODULE = f"{__package__}.am_main"
 #: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.

@@ -36,10 +36,11 @@ from ...executor import bundle
 from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
-from .app_spec import EXECUTOR_FILE, JOB_FILE, TAG, YarnOptions, build_application_spec
-from .capacity import GANG_ASKED_AT_SUBMISSION, admit_at_submission
+from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
+from .capacity import GANG_ASKED_AT_SUBMISSION, TAG, admit_at_submission
 from .nodemanager import node_log
-from .rest import GPU, ResourceManager, hadoop_conf_dir, view_refused, withheld, yarn_user
+from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
+from .site import hadoop_conf_dir
 from .skein_driver import client_for
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,

@@ -22,6 +22,9 @@ from .rest import GPU, ResourceManager, _resources
 
 log = logging.getLogger("subm.am.yarn")
 
+#: The YARN application tag every subm job carries (how its AMs find each other's gangs).
+TAG = "submarine"
+#: The tag that says a job's gang (:func:`gang_tag`).
 GANG_TAG = "subm-gang:"
 #: An AM's progress (skein's ``set_progress``; the RM shows it as a percentage) for each state
 #: of its gang. A job not yet started by YARN (ACCEPTED) or whose AM has not said (0) waits.
@@ -183,8 +186,6 @@ class Capacity:
         nodes = node_room(listed)
         scheduler = self.rm.scheduler()
         free, guaranteed, used = queue_room(scheduler, self.queue)
-        from .app_spec import TAG
-
         apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"])
         for a in apps:
             if a.get("id") == self.app_id:

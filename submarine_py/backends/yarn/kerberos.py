@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 
 from ...errors import CredentialsError, SpecError
 from ...home import subm_home
-from .rest import hadoop_conf
+from .site import hadoop_conf
 
 #: A ticket with less than this left is renewed (``kinit -R``) or taken again from the keytab.
 REFRESH_BEFORE_SECONDS = 120.0

@@ -18,13 +18,13 @@ import os
 import re
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 import requests
 
 from ...errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
+from .site import hadoop_conf
 from .spnego import http_auth
 from .tokens import TOKEN_HEADERS
 
@@ -46,41 +46,6 @@ def yarn_user() -> str:
     if login is not None and login.principal:
         return login.principal.split("@")[0].split("/")[0]
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-
-
-def hadoop_conf_dir() -> str:
-    """HADOOP_CONF_DIR, checked: it names an existing folder holding yarn-site.xml."""
-    conf_dir = os.environ.get("HADOOP_CONF_DIR") or ""
-    if not conf_dir:
-        raise SpecError([("HADOOP_CONF_DIR", "not set: the yarn backend talks to the cluster whose configuration "
-                                             "it names (the folder with yarn-site.xml); set it, or run with "
-                                             "--backend local")])
-    if not os.path.isdir(conf_dir):
-        raise SpecError([("HADOOP_CONF_DIR", f"{conf_dir} does not exist; point it at your cluster's Hadoop "
-                                             "configuration (the folder with yarn-site.xml), or unset it to run "
-                                             "locally")])
-    if not os.path.isfile(os.path.join(conf_dir, "yarn-site.xml")):
-        raise SpecError([("HADOOP_CONF_DIR", f"{conf_dir} has no yarn-site.xml; point it at your cluster's Hadoop "
-                                             "configuration")])
-    return os.path.realpath(conf_dir)
-
-
-def hadoop_conf(name: str, conf_dir: Optional[str] = None) -> Dict[str, str]:
-    """Properties of ``<conf_dir>/<name>`` (conf_dir: the checked HADOOP_CONF_DIR; empty when the file is absent)."""
-    conf_dir = conf_dir or hadoop_conf_dir()
-    path = os.path.join(conf_dir, name)
-    if not os.path.isfile(path):
-        return {}
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
-        raise BackendError(f"{path} is not valid XML: {exc}") from None
-    out = {}
-    for prop in root.iter("property"):
-        key, value = prop.findtext("name"), prop.findtext("value")
-        if key:
-            out[key.strip()] = (value or "").strip()
-    return out
 
 
 def rm_address(conf_dir: Optional[str] = None) -> str:

@@ -30,7 +30,7 @@ from typing import Dict, Iterator, List, Optional
 from ...errors import BackendError
 from ...home import subm_home
 from .kerberos import Login
-from .rest import hadoop_conf
+from .site import hadoop_conf
 
 #: Files of the Hadoop configuration whose content the driver depends on.
 CONF_FILES = ("core-site.xml", "yarn-site.xml", "hdfs-site.xml", "resource-types.xml")
