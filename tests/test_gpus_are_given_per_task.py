@@ -51,5 +51,5 @@ def test_asking_for_more_gpus_than_the_machine_has_is_refused_before_anything_st
     assert rc == 2
     assert "roles: the job needs 4 GPUs at once, this machine has 2" in err
     assert not list((subm_home / "local").glob("local_*"))
-    rc, out, err = subm("run", str(job), "--backend", "local", env={"SUBM_LOCAL_GPUS": ""})
+    rc, out, err = subm("run", str(job), "--backend", "local", env={"SUBM_LOCAL_GPUS": "0"})
     assert rc == 2 and "roles.worker.resources.gpus: 2 asked per task, this machine has 0" in err
