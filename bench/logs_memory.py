@@ -17,7 +17,6 @@ It kills what it submitted on the way out.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess

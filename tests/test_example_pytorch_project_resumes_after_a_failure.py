@@ -3,7 +3,6 @@ snapshots through SUBM_SHARED_DIR, unchanged on the local backend (on YARN:
 test_users_programs_run_unchanged_on_yarn.py)."""
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 

@@ -7,7 +7,6 @@ never in the skein spec's environment (YARN writes that into a log anyone may re
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import List
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from conftest import describe_processes, job_dirs, processes_of, run_json, start_subm, subm, wait_for, write_job

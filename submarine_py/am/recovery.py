@@ -197,7 +197,7 @@ class Recovery:
             # gang waits for room for all of it (holding GPUs idle meanwhile is what preemption
             # took them back from).
             job.decide("giving every container of the gang back until the cluster has room for all of it")
-            self.give_back(f"preempted: waiting for room for the whole gang again")
+            self.give_back("preempted: waiting for room for the whole gang again")
 
     def container_taken(self, ex: Any, ts: Optional[Task], cause: Cause, what: str) -> None:
         """A container the cluster took (``cause``) before its executor registered: no task ran

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .fields import show
 from .model import GROUP_PREFIX, AclSpec, KerberosSpec
-
-if TYPE_CHECKING:
-    from .validate import Builder
+from .reader import FieldReader
 
 #: A user or group name as YARN's ACL strings ("user1,user2 group1,group2") can hold it.
 ACL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@$-]{0,99}\Z")
@@ -19,7 +17,7 @@ ACL_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@$-]{0,99}\Z")
 PRINCIPAL = re.compile(r"^[^\s@/]+(/[^\s@/]+)?(@[^\s@]+)?\Z")
 
 
-def acls(builder: "Builder", value: Any) -> Optional[AclSpec]:
+def acls(builder: FieldReader, value: Any) -> Optional[AclSpec]:
     """``acls: {view: [...], modify: [...]}``: lists of user names, ``group:NAME``, or ``*``."""
     if value is None:
         return None
@@ -30,7 +28,7 @@ def acls(builder: "Builder", value: Any) -> Optional[AclSpec]:
                    modify=_names(builder, d.get("modify"), "acls.modify"))
 
 
-def _names(builder: "Builder", value: Any, path: str) -> Tuple[str, ...]:
+def _names(builder: FieldReader, value: Any, path: str) -> Tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -49,7 +47,7 @@ def _names(builder: "Builder", value: Any, path: str) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def kerberos(builder: "Builder", value: Any) -> Optional[KerberosSpec]:
+def kerberos(builder: FieldReader, value: Any) -> Optional[KerberosSpec]:
     """``kerberos: {principal: alice@REALM, keytab: path}``: both, or the section left out.
     A relative keytab is relative to the job file; whether it logs in is checked when the job
     is submitted to a secure cluster (``backends/yarn/kerberos.py``)."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from .fields import show
 from .model import EarlyStopSpec, JobSpec, ParamSpec, RoleSpec, SweepSpec
+from .reader import FieldReader
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .validate import Builder
 
 SWEEP_FIELDS = ("metric", "goal", "algorithm", "trials", "parallel", "seed", "early_stop", "params",
                 "max_failed_trials")
@@ -40,7 +39,7 @@ def grid_size(params: Mapping[str, ParamSpec]) -> int:
     return math.prod(len(p.choices) for p in params.values())
 
 
-def sweep(b: "Builder", value: Any) -> Optional[SweepSpec]:
+def sweep(b: FieldReader, value: Any) -> Optional[SweepSpec]:
     """``sweep``: validated into a :class:`SweepSpec` (None without the field)."""
     if value is None:
         return None
@@ -80,7 +79,7 @@ def sweep(b: "Builder", value: Any) -> Optional[SweepSpec]:
                      parallel=parallel, seed=seed, early_stop=early, max_failed_trials=max_failed)
 
 
-def _early_stop(b: "Builder", value: Any) -> Optional[EarlyStopSpec]:
+def _early_stop(b: FieldReader, value: Any) -> Optional[EarlyStopSpec]:
     if value is None:
         return EarlyStopSpec()
     d = b.mapping(value, "sweep.early_stop", ("rule", "warmup_steps", "startup_trials"))
@@ -94,7 +93,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _params(b: "Builder", value: Any) -> Dict[str, ParamSpec]:
+def _params(b: FieldReader, value: Any) -> Dict[str, ParamSpec]:
     if not isinstance(value, dict) or not value:
         b.fail("sweep.params", f"expected a mapping of name: range or list (e.g. lr: {{low: 0.001, high: 0.1, "
                                f"log: true}}, layers: [1, 2, 3]), got {show(value)}")
@@ -119,7 +118,7 @@ def _params(b: "Builder", value: Any) -> Dict[str, ParamSpec]:
     return out
 
 
-def _param(b: "Builder", raw: Any, path: str) -> Optional[ParamSpec]:
+def _param(b: FieldReader, raw: Any, path: str) -> Optional[ParamSpec]:
     if isinstance(raw, list):
         if not raw or len(raw) > MAX_CHOICES:
             b.fail(path, f"expected a list of 1 to {MAX_CHOICES} values, got {len(raw)}")

@@ -7,23 +7,23 @@ reported with them, in the same error.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from ..errors import ProblemCollector, SpecError
+from ..errors import SpecError
 from ..states import Placement, RestartPolicy
 from ..units import parse_memory
 from .fields import (
     ENV_NAME, IMAGE, MAX_GANG_SECONDS, MAX_GPUS, MAX_INSTANCES, MAX_JOB_SECONDS, MAX_LOST_AFTER_SECONDS,
     MAX_PROCESSES, MAX_STOP_GRACE_SECONDS, MAX_VCORES, MIN_LOST_AFTER_SECONDS, RESERVED_ENV_PREFIX, ROLE_NAME,
-    exec_limit_problems, join_path, mount_problem, show,
+    exec_limit_problems, mount_problem, show,
 )
 from . import access
 from .sweep import sweep as sweep_section, task_problem as sweep_task_problem
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
+from .reader import FieldReader
 from .model import (
     DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_SETTLE_SECONDS,
     DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, MAX_HOLD_SECONDS, MAX_SETTLE_SECONDS, MIN_HOLD_SECONDS, NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
@@ -37,74 +37,13 @@ URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+\Z")
 Rules = Callable[[JobSpec], List[Tuple[str, str]]]
 
 
-class Builder(ProblemCollector):
-    """Walks a raw dict, collecting every problem with its path."""
+class Builder(FieldReader):
+    """Walks a raw dict section by section, collecting every problem with its path."""
 
     def __init__(self, base_dir: str, check_files: bool = True, rules: Optional[Rules] = None):
-        super().__init__()
-        self.base_dir = base_dir
+        super().__init__(base_dir)
         self.check_files = check_files
         self.rules = rules
-
-    # -- helpers ----------------------------------------------------------
-    def mapping(self, value: Any, path: str, known: Tuple[str, ...]) -> Dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.fail(path, f"expected a mapping, got {show(value)}")
-            return {}
-        for key in value:
-            if not isinstance(key, str):
-                self.fail(join_path(path, str(key)), f"field names must be strings, got {show(key)}")
-            elif key not in known:
-                hint = difflib.get_close_matches(key, known, n=1)
-                more = f"; did you mean '{hint[0]}'?" if hint else f"; known fields: {', '.join(known)}"
-                self.fail(join_path(path, key), f"unknown field{more}")
-        return value
-
-    def integer(self, value: Any, path: str, minimum: int, default: int, maximum: Optional[int] = None) -> int:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(path, f"expected a whole number >= {minimum}, got {show(value)}")
-            return default
-        if maximum is not None and value > maximum:
-            self.fail(path, f"expected at most {maximum}, got {show(value)}")
-            return default
-        return value
-
-    def seconds(self, value: Any, path: str, default: float, maximum: float, minimum: float = 0) -> float:
-        """A duration in seconds: a number (whole or not) from ``minimum`` to ``maximum``."""
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value <= maximum:
-            self.fail(path, f"expected a number of seconds from {minimum:g} to {maximum:g}, got {show(value)}")
-            return default
-        return float(value)
-
-    def string(self, value: Any, path: str, default: Optional[str] = None, required: bool = False) -> Optional[str]:
-        if value is None:
-            if required:
-                self.fail(path, "is required")
-            return default
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.fail(path, f"expected a string, got {show(value)}")
-            return default
-        value = str(value)
-        if required and not value.strip():
-            self.fail(path, "must not be empty")
-        if "\x00" in value:  # no process argument, path or environment value can hold one
-            self.fail(path, "must not contain a NUL character")
-            return default
-        return value
-
-    def choice(self, value: Any, path: str, choices: Tuple[str, ...], default: str) -> str:
-        if value is None:
-            return default
-        if value not in choices:
-            self.fail(path, f"expected one of {', '.join(choices)}, got {show(value)}")
-            return default
-        return value
 
     # -- sections -----------------------------------------------------------
     def job(self, data: Any) -> JobSpec:
@@ -253,8 +192,8 @@ class Builder(ProblemCollector):
         d = self.mapping(value, path, ("min", "max"))
         for end in ("min", "max"):
             if end not in d:
-                self.fail(f"{path}.{end}", f"is required: a range of instances is {{min: N, max: M}} (an elastic "
-                                           f"role, docs/elastic.md)")
+                self.fail(f"{path}.{end}", "is required: a range of instances is {min: N, max: M} (an elastic "
+                                           "role, docs/elastic.md)")
         low = self.integer(d.get("min"), f"{path}.min", 1, 1, maximum=MAX_INSTANCES)
         high = self.integer(d.get("max"), f"{path}.max", 1, max(low, 1), maximum=MAX_INSTANCES)
         if high < low:
