@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import List
+from typing import List, Optional, Tuple
 
 #: The names a command may use for the job's interpreter.
 NAMES = ("python", "python3")
@@ -76,13 +76,17 @@ def shell_path(python: str, folder: str = YARN_BIN_DIR) -> str:
 NO_PYTHON3 = "has no python3"
 
 
-def image_launch_lines(executor: str, image: str, python: str = "", folder: str = YARN_BIN_DIR) -> str:
+def image_launch_lines(executor: str, image: str, python: str = "", folder: str = YARN_BIN_DIR,
+                       logs: Optional[Tuple[str, str]] = None) -> str:
     """Shell lines that start the executor in a Docker image, as outside one: with ``python``
     (environment.python, which must then exist in the image) or the image's ``python3``; the
     executor writes ``python``/``python3`` wrappers of itself into ``folder`` (WRAPPER_ENV),
     first on PATH, so a task's ``python`` resolves in images that have only ``python3``
     (Debian's, Ubuntu's). What the image lacks is said in one line on stderr, exit 127.
-    ``image``: the image's name as the shell should print it (a variable or a literal)."""
+    ``image``: the image's name as the shell should print it (a variable or a literal).
+    ``logs``: the task's stdout and stderr files (mounted at the same paths), which the executor
+    then writes itself, as on YARN: a pipe to ``docker run`` is no file it can read back for a
+    sweep's metric lines, a hang's quiet time or its diagnostics' last lines."""
     if python:
         find = (f"SUBM_PY={shlex.quote(python)}\n"
                 f'[ -x "$SUBM_PY" ] || {{ echo "[subm] environment.python $SUBM_PY does not exist in image {image}" >&2; '
@@ -90,4 +94,5 @@ def image_launch_lines(executor: str, image: str, python: str = "", folder: str 
     else:
         find = (f'SUBM_PY=$(command -v python3) || {{ echo "[subm] image {image} {NO_PYTHON3} on its PATH, '
                 "which subm's executor needs\" >&2; exit 127; }")
-    return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec "$SUBM_PY" -S {shlex.quote(executor)}'
+    redirect = f" >>{shlex.quote(logs[0])} 2>>{shlex.quote(logs[1])}" if logs else ""
+    return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec "$SUBM_PY" -S {shlex.quote(executor)}{redirect}'

@@ -278,3 +278,55 @@ def test_a_refused_docker_run_fails_the_job_at_once(image, image_without_python3
     assert expect in report["diagnostics"]
     assert report["diagnostics"].endswith("job failed (no restart can help)")
     assert containers_of(report["app_id"]) == []
+
+
+@pytest.mark.docker
+@pytest.mark.local
+def test_a_sweeps_trials_in_docker_report_their_metric_from_their_log_files(image, tmp_path, no_leftovers):
+    pytest.importorskip("optuna")
+    job = write_job(tmp_path / "job", f"""
+        name: sweep-in-docker
+        docker: {{image: {image}}}
+        roles:
+          worker:
+            resources: {{memory: 256 MiB}}
+            command: >-
+              python -c "import os; x = float(os.environ['SUBM_PARAM_X']);
+              print('step 1', flush=True); print(f'val_loss={{(x - 2) ** 2}}')"
+        sweep:
+          metric: val_loss
+          algorithm: grid
+          parallel: 2
+          params:
+            x: [1, 2, 3, 4]
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "local", timeout=240)
+    no_leftovers.append(report["app_id"])
+    assert rc == 0 and report["state"] == "SUCCEEDED", err + json.dumps(report, indent=1)
+    assert sorted(t["params"]["x"] for t in report["trials"]) == [1, 2, 3, 4]
+    assert all(t["state"] == "SUCCEEDED" and t["value"] is not None for t in report["trials"]), report["trials"]
+    assert report["best"]["params"] == {"x": 2} and report["best"]["value"] == pytest.approx(0.0)
+    assert containers_of(report["app_id"]) == []
+
+
+@pytest.mark.docker
+@pytest.mark.local
+def test_a_silent_task_in_docker_is_stopped_as_hung_quoting_what_it_printed(image, tmp_path, no_leftovers):
+    job = write_job(tmp_path / "job", f"""
+        name: hangs-in-docker
+        docker: {{image: {image}}}
+        restart: {{policy: never}}
+        timeouts: {{hang_seconds: 4, stop_grace_seconds: 1}}
+        roles:
+          worker:
+            resources: {{memory: 256 MiB}}
+            command: echo "loaded batch 7"; sleep 120
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "local", timeout=180)
+    no_leftovers.append(report["app_id"])
+    assert rc == 1, err + json.dumps(report, indent=1)
+    diag = report["diagnostics"]
+    assert diag.startswith("worker:0 failed with no output for") and "hung (timeouts.hang_seconds 4)" in diag, diag
+    assert "loaded batch 7" in diag
+    assert report["tasks"][0]["cause"] == "hung"
+    assert containers_of(report["app_id"]) == []

@@ -115,7 +115,8 @@ class LocalContainers(Containers):
             if task.docker:
                 name = f"subm-{self.job_id}-{ex_id}".replace("_", "-")
                 argv = local_docker.run_argv(task, full_env, wd, EXECUTOR_PATH, self.job_id, name, gpus,
-                                             shared_dir=self.shared_dir)
+                                             shared_dir=self.shared_dir,
+                                             logs=(self.log_path(task, "stdout"), self.log_path(task, "stderr")))
                 self.containers[ex_id] = name
                 self.used_docker = True
                 self.stderr_at[ex_id] = os.fstat(err.fileno()).st_size

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import interpreters
 from ...plan import TaskPlan
@@ -23,9 +23,13 @@ def docker_binary() -> str:
 
 
 def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: str, job_id: str,
-             name: str, gpus: Sequence[str] = (), shared_dir: Optional[str] = None) -> List[str]:
+             name: str, gpus: Sequence[str] = (), shared_dir: Optional[str] = None,
+             logs: Optional[Tuple[str, str]] = None) -> List[str]:
     """The ``docker run`` command line for one task's executor (the executor runs inside);
     the job's shared folder is mounted at the same path, as SUBM_SHARED_DIR names it.
+    ``logs``: the task's stdout and stderr files; their folder is mounted at the same path and
+    the executor writes them from inside (``interpreters.image_launch_lines``), as a YARN
+    container's executor writes its log files.
 
     The values of :data:`SECRET_VARIABLES` are not in it: the caller puts them in the
     environment of the ``docker`` process, so the job's token never shows in a command line.
@@ -45,6 +49,9 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["--shm-size", f"{task.resources.memory_mb}m"]
     if shared_dir:
         argv += ["-v", f"{shared_dir}:{shared_dir}:rw"]
+    log_dirs = sorted({os.path.dirname(path) for path in logs or ()})
+    for folder in log_dirs:
+        argv += ["-v", f"{folder}:{folder}:rw"]
     if os.getuid() != 0:
         argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
     for m in d.mounts:
@@ -56,7 +63,7 @@ def run_argv(task: TaskPlan, env: Dict[str, str], workdir: str, executor_path: s
         argv += ["-e", k if k in SECRET_VARIABLES else f"{k}={v}"]
     # As on YARN: the image's python3 runs the executor, and is the task's python (wrappers).
     argv += ["-e", f"{interpreters.WRAPPER_ENV}=1", d.image,
-             "sh", "-c", interpreters.image_launch_lines(EXECUTOR_IN_CONTAINER, d.image)]
+             "sh", "-c", interpreters.image_launch_lines(EXECUTOR_IN_CONTAINER, d.image, logs=logs)]
     return argv
 
 
