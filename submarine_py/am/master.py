@@ -37,17 +37,11 @@ from .gang import Gang
 from .gpu_usage import idle_seconds_setting, sample_seconds_setting
 from .job import JobRun
 from .recovery import Recovery
-from .reporting import build_report, write_report
-from .supervision import HEARTBEAT_SECONDS, Supervision
+from .reporting import SNAPSHOT_SECONDS, build_report, write_report
+from .supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS, Supervision
 
 log = logging.getLogger("subm.am")
 
-#: How long the AM waits beyond the job's stop grace for executors to report and leave
-#: (they report within moments of their task's exit; this covers a slow or loaded node).
-STOP_MARGIN_SECONDS = 5
-#: How often a running AM rewrites its report file, so that a job whose AM is killed or
-#: lost still has a final report with its tasks.
-SNAPSHOT_SECONDS = 2.0
 
 
 class ApplicationMaster:

@@ -22,6 +22,10 @@ from .records import shown
 
 log = logging.getLogger("subm.am")
 
+#: How often a running AM rewrites its report file, so that a job whose AM is killed or
+#: lost still has a final report with its tasks.
+SNAPSHOT_SECONDS = 2.0
+
 REDACTED = "<hidden>"
 
 

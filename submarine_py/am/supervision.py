@@ -25,6 +25,9 @@ log = logging.getLogger("subm.am")
 
 #: An executor calls the AM at least this often: its long poll for instructions returns after it.
 HEARTBEAT_SECONDS = 2.0
+#: How long the AM waits beyond the job's stop grace for executors to report and leave
+#: (they report within moments of their task's exit; this covers a slow or loaded node).
+STOP_MARGIN_SECONDS = 5
 #: A task silent for this share of timeouts.hang_seconds is named in the AM's decisions (once per
 #: attempt) and in ``subm status``.
 HANG_WARNING_SHARE = 0.5

@@ -46,8 +46,8 @@ from ..report import Event, JobReport
 from ..states import Cause, JobState, Phase, TrialState
 from .containers import Containers
 from .job import MAX_EVENTS
-from .reporting import write_report
-from .supervision import HEARTBEAT_SECONDS
+from .reporting import SNAPSHOT_SECONDS, write_report
+from .supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS
 from . import sweep_pool as pool
 from . import sweep_trials as trials
 from .sweep_records import Group, Slot
@@ -56,9 +56,6 @@ from .sweep import STUDY_FILE, Search, load_trials, save_trials
 
 log = logging.getLogger("subm.am")
 
-#: Patience beyond the stop grace for executors to leave after the verdict.
-STOP_MARGIN_SECONDS = 5
-SNAPSHOT_SECONDS = 2.0
 #: How long a registration waits for the main loop to record the container it launched.
 REGISTER_WAIT_SECONDS = 5.0
 

@@ -36,6 +36,8 @@ DEFAULT_HOLD_SECONDS = 20.0
 MIN_HOLD_SECONDS, MAX_HOLD_SECONDS = 2.0, 600.0
 #: Three missed heartbeats (one every 2 s): well within the 10 s a dead machine may go unnoticed.
 DEFAULT_LOST_AFTER_SECONDS = 6.0
+#: Restarts for the program's failures when the job file gives none: a failure fails the job.
+DEFAULT_MAX_RESTARTS = 0
 #: Restarts for the cluster's faults (preemption, a lost node) unless the job file says: more than
 #: a program's failures get by default (none), since the program did nothing wrong, yet bounded,
 #: since a job preempted over and over on a full cluster is better failed than churning.
@@ -74,7 +76,7 @@ class RestartSpec:
 
     policy: RestartPolicy = RestartPolicy.GANG
     #: Restarts for the program's failures (its command failed, it hung).
-    max_restarts: int = 0
+    max_restarts: int = DEFAULT_MAX_RESTARTS
     #: Restarts for the cluster's faults (its container preempted, its node lost): they spend
     #: none of ``max_restarts`` (see ``restarts.py``).
     max_cluster_restarts: int = DEFAULT_MAX_CLUSTER_RESTARTS

@@ -25,7 +25,7 @@ from .sweep import sweep as sweep_section, task_problem as sweep_task_problem
 from .files import ENV_ARCHIVE_DIR, RESERVED_FILE_PREFIXES, RESERVED_FILES, destination, source_problem
 from .reader import FieldReader
 from .model import (
-    DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_SETTLE_SECONDS,
+    DEFAULT_HOLD_SECONDS, DEFAULT_LOST_AFTER_SECONDS, DEFAULT_MAX_CLUSTER_RESTARTS, DEFAULT_MAX_RESTARTS, DEFAULT_SETTLE_SECONDS,
     DEFAULT_STOP_GRACE_SECONDS, FRAMEWORKS, JOB_FIELDS, MAX_HOLD_SECONDS, MAX_SETTLE_SECONDS, MIN_HOLD_SECONDS, NETWORKS, PER_GPU, RESTART_POLICIES, ROLE_FIELDS, TENSORBOARD_ROLE, DockerSpec, EnvironmentSpec, JobSpec, Resources,
     RestartSpec, RoleSpec, TensorBoardSpec, Timeouts,
 )
@@ -94,7 +94,8 @@ class Builder(FieldReader):
     def restart(self, value: Any) -> RestartSpec:
         d = self.mapping(value, "restart", ("policy", "max_restarts", "max_cluster_restarts"))
         policy = self.choice(d.get("policy"), "restart.policy", RESTART_POLICIES, RestartPolicy.GANG.value)
-        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, 0, maximum=100)
+        max_restarts = self.integer(d.get("max_restarts"), "restart.max_restarts", 0, DEFAULT_MAX_RESTARTS,
+                                    maximum=100)
         cluster = self.integer(d.get("max_cluster_restarts"), "restart.max_cluster_restarts", 0,
                                DEFAULT_MAX_CLUSTER_RESTARTS, maximum=100)
         return RestartSpec(policy=RestartPolicy(policy), max_restarts=max_restarts, max_cluster_restarts=cluster)

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
 
 from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError
 from ...home import subm_home
-from ...jobfile.model import JobSpec, RestartSpec
+from ...jobfile.model import DEFAULT_MAX_RESTARTS, JobSpec, RestartSpec
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
 from ...restarts import Restarts
@@ -453,7 +453,7 @@ def _am_attempts(report: JobReport) -> int:
     restart = (report.spec or {}).get("restart") or {}
     try:
         spec = RestartSpec(policy=RestartPolicy(restart.get("policy", RestartPolicy.GANG.value)),
-                           max_restarts=int(restart.get("max_restarts", 0)))
+                           max_restarts=int(restart.get("max_restarts", DEFAULT_MAX_RESTARTS)))
     except (TypeError, ValueError):
         return 1
     return Restarts(spec).am_attempts
