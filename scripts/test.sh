@@ -11,9 +11,10 @@
 #   1. .venv (scripts/venv.sh: `python3 -m venv`, python3-venv from apt-get when missing), then
 #      pip install -e '.[test,yarn,torch,sweep]' into it, skipped when already done
 #   2. the tensorflow extra (tensorflow-cpu, tensorboard), only when either is missing from the venv
-#   3. a Docker daemon and the test image localhost/subm-test:bookworm; without them the
+#   3. MIT Kerberos's clients (krb5-user: kinit, klist) as root, where kinit is missing
+#   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them the
 #      docker tests skip
-#   4. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
+#   5. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
 #
 # Tests needing YARN run only when HADOOP_CONF_DIR names a cluster: a rig that happens to be
 # up (/tmp/yarn-rig) is never used unless you source its env.sh yourself. The docker_yarn
@@ -33,6 +34,14 @@ if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spe
         >/dev/null 2>&1; then
     say "installing the tensorflow extra (tensorflow-cpu, tensorboard)"
     python -m pip install -q -e '.[tensorflow]' || say "tensorflow-cpu install failed: tensorflow tests will skip"
+fi
+
+# MIT Kerberos's clients (kinit, klist): the secure-cluster checks that need no cluster use them.
+if ! command -v kinit >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing krb5-user (kinit, klist) with apt-get"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-user \
+        || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-user; }; } >/dev/null 2>&1 \
+        || say "krb5-user not installed: the Kerberos checks that need kinit will skip"
 fi
 
 if bash scripts/docker-up.sh; then

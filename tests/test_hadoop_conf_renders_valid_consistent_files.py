@@ -6,6 +6,7 @@ before anything is written, every problem named by its key.
 """
 import configparser
 import os
+import subprocess
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
@@ -18,7 +19,13 @@ from submarine_py.hadoopconf import DEFAULTS, FILES, mount_warnings, render_hado
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
-HADOOP_311 = Path(os.environ.get("HADOOP_311_HOME") or os.environ.get("HADOOP_HOME") or "/opt/hadoop-3.1.1")
+#: The shared rig carries both distributions (hadoop-<version>-yarn.tar.xz).
+SHARED_RIG = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig")
+#: Where an unpacked distribution may already be: the plain rig's, the Docker-mode rig's.
+UNPACKED = {"3.1.1": os.environ.get("HADOOP_311_HOME") or os.environ.get("HADOOP_HOME") or "/opt/hadoop-3.1.1",
+            "3.1.2": os.environ.get("HADOOP_312_HOME") or "/opt/subm-rig/hadoop-3.1.2"}
+#: The jars the checks below read, inside a distribution.
+JARS = ("share/hadoop/yarn/hadoop-yarn-common-{v}.jar", "share/hadoop/yarn/hadoop-yarn-server-nodemanager-{v}.jar")
 
 
 def props(xml_text: str) -> dict:
@@ -274,11 +281,9 @@ def test_the_committed_example_files_are_the_defaults_rendered():
     assert set(DEFAULTS) <= set((REPO / "hadoop-conf" / "README.md").read_text().replace("`", " ").split())
 
 
-@pytest.mark.skipif(not (HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar").exists(),
-                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME or HADOOP_HOME, default /opt/hadoop-3.1.1)")
-def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
+def test_every_yarn_site_property_exists_in_hadoop_3_1_1(hadoop_311):
     """A misspelt property is silently ignored by Hadoop; check the names against yarn-default.xml."""
-    with zipfile.ZipFile(HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:
+    with zipfile.ZipFile(hadoop_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:
         known = set(props(jar.read("yarn-default.xml").decode()))
     for values in ({}, {"nvidia_smi_path": "/usr/bin/nvidia-smi"}, {"gpu_docker_plugin": "nvidia-docker-v2"},
                    {"gpu_plugin": False, "cgroups_mount": True}):
@@ -287,7 +292,6 @@ def test_every_yarn_site_property_exists_in_hadoop_3_1_1():
         assert names - known == set()
 
 
-HADOOP_312 = Path(os.environ.get("HADOOP_312_HOME") or "/opt/subm-rig/hadoop-3.1.2")  # rig.sh's Docker mode unpacks it
 NM_GPU = "org/apache/hadoop/yarn/server/nodemanager/containermanager/resourceplugin/gpu/"
 
 
@@ -296,21 +300,42 @@ def _classes(home: Path, version: str) -> set:
         return set(jar.namelist())
 
 
-@pytest.mark.skipif(not (HADOOP_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar").exists(),
-                    reason="needs a Hadoop 3.1.2 distribution (HADOOP_312_HOME, default /opt/subm-rig/hadoop-3.1.2)")
-def test_every_yarn_site_property_and_both_gpu_docker_plugins_exist_in_hadoop_3_1_2():
-    with zipfile.ZipFile(HADOOP_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar") as jar:
+def test_every_yarn_site_property_and_both_gpu_docker_plugins_exist_in_hadoop_3_1_2(hadoop_312):
+    with zipfile.ZipFile(hadoop_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar") as jar:
         known = set(props(jar.read("yarn-default.xml").decode()))
     for values in ({}, {"gpu_docker_plugin": "nvidia-docker-v2"}, {"gpu_plugin": False}):
         assert set(props(render_hadoop_conf(values)["yarn-site.xml"])) - known == set()
-    classes = _classes(HADOOP_312, "3.1.2")
+    classes = _classes(hadoop_312, "3.1.2")
     assert {NM_GPU + "NvidiaDockerV1CommandPlugin.class", NM_GPU + "NvidiaDockerV2CommandPlugin.class"} <= classes
 
 
-@pytest.mark.skipif(not (HADOOP_311 / "share/hadoop/yarn/hadoop-yarn-server-nodemanager-3.1.1.jar").exists(),
-                    reason="needs a Hadoop 3.1.1 distribution (HADOOP_311_HOME or HADOOP_HOME, default /opt/hadoop-3.1.1)")
-def test_hadoop_3_1_1_knows_only_nvidia_docker_v1():
-    classes = _classes(HADOOP_311, "3.1.1")
+def hadoop(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Hadoop distribution's home holding :data:`JARS`: one unpacked already, else those jars
+    taken out of the shared rig's tarball (seconds), so that a fresh machine checks them too."""
+    home = Path(UNPACKED[version])
+    if all((home / jar.format(v=version)).exists() for jar in JARS):
+        return home
+    tarball = SHARED_RIG / f"hadoop-{version}-yarn.tar.xz"
+    if not tarball.exists():
+        pytest.skip(f"needs a Hadoop {version} distribution: {home} or {tarball}")
+    out = tmp_path_factory.mktemp(f"hadoop-{version}")
+    members = [f"hadoop-{version}/" + jar.format(v=version) for jar in JARS]
+    subprocess.run(["tar", "-C", str(out), "--strip-components=1", "-xJf", str(tarball), *members], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def hadoop_311(tmp_path_factory) -> Path:
+    return hadoop("3.1.1", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def hadoop_312(tmp_path_factory) -> Path:
+    return hadoop("3.1.2", tmp_path_factory)
+
+
+def test_hadoop_3_1_1_knows_only_nvidia_docker_v1(hadoop_311):
+    classes = _classes(hadoop_311, "3.1.1")
     assert NM_GPU + "NvidiaDockerV1CommandPlugin.class" in classes
     assert NM_GPU + "NvidiaDockerV2CommandPlugin.class" not in classes
 
