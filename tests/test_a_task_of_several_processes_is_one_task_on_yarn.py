@@ -8,39 +8,22 @@ starts the task's processes, copies their stderr into the container's log and st
 """
 from __future__ import annotations
 
-import getpass
 import json
 import re
 from pathlib import Path
 from typing import List
 
 import pytest
-import requests
 
-from conftest import YARN_CONF_DIR, require_yarn, run_json, subm, write_job
+from conftest import require_yarn, run_json, subm, write_job
 
-RM = require_yarn()
-
-
+require_yarn()
 
 from test_a_task_of_several_processes_is_one_task import ALL_REDUCE, FAILS_ONCE  # noqa: E402
 from test_torchrun_runs_inside_a_task import TORCHRUN, WORKER  # noqa: E402
+from test_jobs_run_end_to_end_on_yarn import YARN, apps  # noqa: E402,F401 (apps: a fixture)
 
 pytestmark = pytest.mark.yarn
-YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
-
-
-@pytest.fixture
-def apps():
-    """Application ids a test started; any still alive afterwards is killed through the RM."""
-    started: List[str] = []
-    yield started
-    for app_id in started:
-        try:
-            requests.put(f"{RM}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"}, timeout=10,
-                         params={"user.name": getpass.getuser()})
-        except requests.RequestException:
-            pass
 
 
 def run_on_yarn(job: Path, apps: List[str], timeout: float = 300):

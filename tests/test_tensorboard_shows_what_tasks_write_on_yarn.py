@@ -9,59 +9,25 @@ its training tasks do, TensorBoard stopped with it.
 """
 from __future__ import annotations
 
-import getpass
 import importlib.util
 import textwrap
-import re
-from typing import Any, Dict, List
 from urllib.parse import urlparse
 
 import pytest
 import requests
 
-from conftest import (YARN_CONF_DIR, describe_processes, processes_of, require_yarn, run_json, subm,
+from conftest import (describe_processes, processes_of, require_yarn, run_json, subm,
                       wait_for, write_job)
 from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running
 
-RM = require_yarn()
+require_yarn()
 
-
+from test_jobs_run_end_to_end_on_yarn import (  # noqa: E402,F401 (apps: a fixture)
+    APP_ID, FINAL_YARN_STATES, YARN, apps, rm_app, rm_proxy_url)
 
 pytestmark = [pytest.mark.yarn,
               pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None,
                                  reason="TensorBoard is not installed")]
-YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
-APP_ID = re.compile(r"^application_\d+_\d+$")
-FINAL_YARN_STATES = ("FINISHED", "FAILED", "KILLED")
-
-
-def rm_app(app_id: str) -> Dict[str, Any]:
-    resp = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}", headers={"Accept": "application/json"}, timeout=10)
-    resp.raise_for_status()
-    return resp.json()["app"]
-
-
-def rm_proxy_url(tracking_url: str) -> str:
-    """YARN names an RM listening on a loopback address (a rig's 127.0.0.x) "localhost" in the
-    tracking URLs it hands out: the same URL through the RM this test talks to."""
-    url, rm = urlparse(tracking_url), urlparse(RM)
-    if url.hostname in ("localhost", "127.0.0.1") and url.port == rm.port:
-        return url._replace(netloc=rm.netloc).geturl()
-    return tracking_url
-
-
-@pytest.fixture
-def apps():
-    """Application ids a test started; any still alive afterwards is killed through the RM."""
-    started: List[str] = []
-    yield started
-    for app_id in started:
-        try:
-            if rm_app(app_id)["state"] not in FINAL_YARN_STATES:
-                requests.put(f"{RM}/ws/v1/cluster/apps/{app_id}/state", json={"state": "KILLED"}, timeout=10,
-                             params={"user.name": getpass.getuser()})
-        except requests.RequestException:
-            pass
 
 
 @pytest.mark.parametrize("kind", [pytest.param("torch", marks=pytest.mark.torch),
