@@ -39,9 +39,7 @@ fi
 # MIT Kerberos's clients (kinit, klist): the secure-cluster checks that need no cluster use them.
 if ! command -v kinit >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing krb5-user (kinit, klist) with apt-get"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-user \
-        || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q krb5-user; }; } >/dev/null 2>&1 \
-        || say "krb5-user not installed: the Kerberos checks that need kinit will skip"
+    subm_apt_install krb5-user 2>/dev/null || say "krb5-user not installed: the Kerberos checks that need kinit will skip"
 fi
 
 if bash scripts/docker-up.sh; then

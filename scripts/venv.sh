@@ -16,6 +16,11 @@
 
 _venv_say() { echo "venv: $*" >&2; }
 
+subm_apt_install() {  # PKG...: apt-get install (root), the package lists updated first only when that fails; output on stderr
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" \
+        || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"; }; } >&2
+}
+
 _venv_can_create() {
     # `python3 -m venv` needs ensurepip (Debian ships it in python3-venv).
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1
@@ -33,9 +38,7 @@ _venv_install_python3_venv() {
         return 1
     }
     _venv_say "installing $pkg with apt-get (python3 -m venv needs it)"
-    export DEBIAN_FRONTEND=noninteractive
-    { apt-get install -y -q "$pkg" || { apt-get update -q && apt-get install -y -q "$pkg"; }; } >&2 \
-        || { _venv_say "apt-get install $pkg failed"; return 1; }
+    subm_apt_install "$pkg" || { _venv_say "apt-get install $pkg failed"; return 1; }
     _venv_can_create
 }
 
@@ -47,9 +50,7 @@ _venv_kerberos_headers() {  # the yarn extra's requests-gssapi builds python-gss
         return 1
     fi
     _venv_say "installing libkrb5-dev with apt-get (the yarn extra's python-gssapi builds against it)"
-    export DEBIAN_FRONTEND=noninteractive
-    { apt-get install -y -q libkrb5-dev || { apt-get update -q && apt-get install -y -q libkrb5-dev; }; } >&2 \
-        || { _venv_say "apt-get install libkrb5-dev failed"; return 1; }
+    subm_apt_install libkrb5-dev || { _venv_say "apt-get install libkrb5-dev failed"; return 1; }
 }
 
 subm_venv() {  # extras (comma-separated, may be empty)

@@ -43,7 +43,6 @@ from .supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS, Supervision
 log = logging.getLogger("subm.am")
 
 
-
 class ApplicationMaster:
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
