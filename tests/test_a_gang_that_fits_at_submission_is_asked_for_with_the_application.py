@@ -163,3 +163,62 @@ def test_executors_that_register_before_the_am_admitted_their_gang_run_nothing_u
     am.on_register({"executor": "worker_9", "role": "worker", "index": 2, "host": "127.0.0.1", "port": 4002})
     assert am.job.phase == Phase.RUNNING
     assert all(ex.instructions[-1]["op"] == "run" for ex in am.job.executors.values())
+
+
+def test_executors_that_register_while_the_am_reads_the_room_keep_their_containers_in_the_gang():
+    # The AM's first round chose the gang's three tasks; two of their containers registered while
+    # it read the room: they count for the gang, which is admitted whole, and nothing goes back.
+    plan = plan_of(3)
+    app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(3)])
+    yc = YarnContainers(app, plan, user="alice", gang_asked=True)
+    for i in range(2):
+        yc.registered(f"worker_{i}", {"container": f"container_{i}", "node_http": "n0:8042"})
+    verdict = yc.admit(plan.tasks, Placement.PACK)
+    assert verdict.fits and "submission" in verdict.why
+    assert app.killed == [] and app.added == []
+    assert yc.launch(plan.tasks[2], {}) == "worker_2"
+    # The registered ones' containers are theirs: a later launch of their task asks anew.
+    assert yc.launch(plan.tasks[0], {}) == "worker_3"
+
+
+def test_an_executor_whose_container_the_am_gave_back_is_told_to_leave_if_it_comes_up_anyway():
+    # YARN may start a container whose stop crossed its launch: its executor registers, and must
+    # take no task (its container is gone, its heartbeats would stop and look like a lost node).
+    from submarine_py.am.master import ApplicationMaster
+
+    plan = plan_of(2)
+    app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(2)])
+    yc = YarnContainers(app, plan, user="alice", gang_asked=True)
+    am = ApplicationMaster(plan, "application_1_0004", yc)
+    yc.kill("worker_1")
+    reply = am.on_register({"executor": "worker_1", "role": "worker", "index": 1, "host": "127.0.0.1",
+                            "port": 4001})
+    assert "attempt" not in reply
+    assert am.job.executors["worker_1"].instructions[-1]["op"] == "exit"
+    assert all(ts.executor != "worker_1" for ts in am.job.tasks.values())
+
+
+def test_a_gang_sent_back_to_waiting_gives_back_the_containers_whose_executors_registered_early():
+    # A job submitted at the same moment goes first: every container asked for with this one
+    # goes back, those whose executors registered already too, so the waiting gang holds nothing.
+    from submarine_py.am.master import ApplicationMaster
+    from submarine_py.states import Phase
+
+    plan = plan_of(4, gpus=1)
+    me = {"id": "application_1_0002", "state": "RUNNING", "progress": 10.0, "startedTime": 60_000,
+          "runningContainers": 1, "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
+    older = {"id": "application_1_0001", "state": "ACCEPTED", "progress": 0.0, "startedTime": 59_000,
+             "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
+    app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(4)])
+    yc = YarnContainers(app, plan, user="alice", rm=FakeRM((2, 2), [me, older]), app_id="application_1_0002",
+                        gang_asked=True)
+    am = ApplicationMaster(plan, "application_1_0002", yc)
+    am.on_register({"executor": "worker_0", "role": "worker", "index": 0, "host": "127.0.0.1", "port": 4000,
+                    "container": "container_0", "node_http": "n0:8042"})
+    assert am.allocation.launches() == []
+    for ex in am.allocation.releases():
+        yc.kill(ex)
+    assert am.job.phase == Phase.QUEUED
+    assert sorted(app.killed) == ["worker_0", "worker_1", "worker_2", "worker_3"]
+    assert am.job.executors["worker_0"].instructions[-1]["op"] == "exit"
+    assert sorted(am.job.to_launch) == sorted(am.job.tasks)

@@ -131,7 +131,8 @@ def test_two_gangs_that_contend_run_one_after_the_other_instead_of_deadlocking(t
     # They waited holding no GPU, and said what for.
     assert "the gang waits, queued: waiting for 4 GPUs" in said(a) + said(b)
     assert all(r["timings"].get("queued_seconds", 0) > 0 for r in (reports[a], reports[b]))
-    assert not any(n for r in reports.values() for n in r["restarts_by_cause"].values())  # no restart at all
+    restarts = {app: r["restarts_by_cause"] for app, r in reports.items() if any(r["restarts_by_cause"].values())}
+    assert not restarts, (restarts, [said(app) for app in restarts])  # no restart at all
 
 
 @pytest.mark.sharing

@@ -187,6 +187,10 @@ class Allocation:
             if not verdict.fits:
                 if verdict.why != gate.why and not gate.why.startswith("gave its"):
                     job.decide("the gang waits, queued: %s", verdict.why)
+                if any(job.live_executor(ts) for ts in job.tasks.values()):
+                    # Executors of containers asked for with the application registered before
+                    # this verdict: a queued gang holds nothing, so they go back too.
+                    self._release_all()
                 gate.refused(now, verdict.why)
                 return []
             queued = now - gate.waiting_since

@@ -96,6 +96,12 @@ class Containers:
         """An executor registered, saying where it runs (``container``: the cluster's container
         id, ``node_http``: its node manager's web address), which spares asking the cluster."""
 
+    def given_back(self, executor: str) -> bool:
+        """Whether the AM gave this executor's container back (:meth:`kill`) before it ever
+        registered: its executor, should it still come up, has nothing to run (YARN may start a
+        container whose stop crossed its launch)."""
+        return False
+
     def describe(self, executor: str) -> str:
         """A short word on an executor that has not registered (e.g. 'pending in queue default')."""
         return ""

@@ -44,7 +44,7 @@ class Gang:
             ex_id, role = str(body["executor"]), str(body["role"])
             ex = job.executors.get(ex_id)
             if ex is None:
-                ex = job.executors[ex_id] = Executor(ex_id, role)
+                ex = job.executors[ex_id] = Executor(ex_id, role, alive=not self.containers.given_back(ex_id))
             ex.info.update({k: body.get(k) for k in ("pid", "container", "node_http", "log_dirs", "host")})
             self.containers.registered(ex_id, ex.info)
             ex.last_seen = time.monotonic()

@@ -189,19 +189,20 @@ class YarnContainers(Containers):
         except Exception as exc:
             log.debug("get_containers: %s", exc)
             return None
-        # (An executor that registered already found its task itself: its container stays.)
-        by_task = {(c.service_name, c.instance): c for c in found if c.id not in self.where}
+        # An executor that registered meanwhile (its container came before this answer) took its
+        # task itself: its container counts for the gang, and stays whatever the verdict.
+        by_task = {(c.service_name, c.instance): c for c in found}
         wanted = {(t.role, t.index) for t in tasks}
         covered = wanted.issubset(by_task) and self._still_fits(tasks)
         for key, c in by_task.items():
-            if key not in wanted or not covered:
+            if (key not in wanted or not covered) and c.id not in self.where:
                 self.kill(c.id)
         if not covered:
             return None
         with self.lock:
             for key in wanted:
                 self.containers[by_task[key].id] = by_task[key]
-        self.asked_with_job = {key: by_task[key].id for key in wanted}
+            self.asked_with_job = {key: by_task[key].id for key in wanted if by_task[key].id not in self.where}
         return Verdict(True, "admitted at submission: asked for with the application")
 
     def _still_fits(self, tasks: Sequence[TaskPlan]) -> bool:
@@ -255,6 +256,11 @@ class YarnContainers(Containers):
     def registered(self, executor: str, info: Dict[str, Optional[str]]) -> None:
         if info.get("container") and info.get("node_http"):
             self.where[executor] = {"container": str(info["container"]), "node_http": str(info["node_http"])}
+        with self.lock:  # a container asked for with the application found its task itself
+            self.asked_with_job = {k: v for k, v in self.asked_with_job.items() if v != executor}
+
+    def given_back(self, executor: str) -> bool:
+        return executor in self.killed
 
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         # The secret comes with the service's files (a localized file); YARN would write a
