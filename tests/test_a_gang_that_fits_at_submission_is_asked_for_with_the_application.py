@@ -125,12 +125,19 @@ def test_containers_of_the_application_no_task_takes_go_back_and_a_gang_they_do_
     assert [yc.launch(t, {}) for t in plan.tasks] == ["worker_2", "worker_3", "worker_4"]
 
 
-def test_a_job_submitted_at_the_same_moment_that_goes_first_sends_the_gang_back_to_waiting():
-    plan = plan_of(4, gpus=1)
+def me_and_an_older_job_of_four_gpus():
+    """The RM's rows of this job (application_1_0002, its AM up) and of one submitted a second
+    before it, both asking 4 GPUs: the older one goes first."""
     me = {"id": "application_1_0002", "state": "RUNNING", "progress": 10.0, "startedTime": 60_000,
           "runningContainers": 1, "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
     older = {"id": "application_1_0001", "state": "ACCEPTED", "progress": 0.0, "startedTime": 59_000,
              "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
+    return me, older
+
+
+def test_a_job_submitted_at_the_same_moment_that_goes_first_sends_the_gang_back_to_waiting():
+    plan = plan_of(4, gpus=1)
+    me, older = me_and_an_older_job_of_four_gpus()
     app = FakeApp([skein_container("worker", i) for i in range(4)])
     yc = YarnContainers(app, plan, user="alice", rm=FakeRM((2, 2), [me, older]), app_id="application_1_0002",
                         gang_asked=True)
@@ -205,10 +212,7 @@ def test_a_gang_sent_back_to_waiting_gives_back_the_containers_whose_executors_r
     from submarine_py.states import Phase
 
     plan = plan_of(4, gpus=1)
-    me = {"id": "application_1_0002", "state": "RUNNING", "progress": 10.0, "startedTime": 60_000,
-          "runningContainers": 1, "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
-    older = {"id": "application_1_0001", "state": "ACCEPTED", "progress": 0.0, "startedTime": 59_000,
-             "queue": "default", "applicationTags": "submarine,subm-gang:4x1024m1c1g"}
+    me, older = me_and_an_older_job_of_four_gpus()
     app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(4)])
     yc = YarnContainers(app, plan, user="alice", rm=FakeRM((2, 2), [me, older]), app_id="application_1_0002",
                         gang_asked=True)
