@@ -190,7 +190,8 @@ class YarnContainers(Containers):
             log.debug("get_containers: %s", exc)
             return None
         # An executor that registered meanwhile (its container came before this answer) took its
-        # task itself: its container counts for the gang, and stays whatever the verdict.
+        # task itself: its container counts for the gang and is not killed here; if the gang must
+        # wait, the AM gives it back itself (Allocation), as it does every executor it knows.
         by_task = {(c.service_name, c.instance): c for c in found}
         wanted = {(t.role, t.index) for t in tasks}
         covered = wanted.issubset(by_task) and self._still_fits(tasks)
@@ -257,7 +258,8 @@ class YarnContainers(Containers):
         if info.get("container") and info.get("node_http"):
             self.where[executor] = {"container": str(info["container"]), "node_http": str(info["node_http"])}
         with self.lock:  # a container asked for with the application found its task itself
-            self.asked_with_job = {k: v for k, v in self.asked_with_job.items() if v != executor}
+            for key in [k for k, v in self.asked_with_job.items() if v == executor]:
+                del self.asked_with_job[key]
 
     def given_back(self, executor: str) -> bool:
         return executor in self.killed
@@ -266,7 +268,8 @@ class YarnContainers(Containers):
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
         env = {k: v for k, v in env.items() if k != "SUBM_TOKEN"}
-        asked = self.asked_with_job.pop((task.role, task.index), None)
+        with self.lock:  # (registrations, on the server's threads, take theirs out)
+            asked = self.asked_with_job.pop((task.role, task.index), None)
         if asked is not None:  # asked for with the application (its executor finds the AM itself)
             self.pending.add(asked)
             return asked
