@@ -27,7 +27,7 @@ JOB = """\
     name: {name}
     framework: pytorch
     restart: {{policy: gang, max_restarts: 0}}
-    timeouts: {{settle_seconds: 2, lost_after_seconds: 2}}
+    timeouts: {{settle_seconds: {settle}, lost_after_seconds: 2}}
     files:
       elastic_allreduce.py: {program}
     roles:
@@ -39,8 +39,9 @@ JOB = """\
 """
 
 
-def submit(tmp_path: Path, name: str, steps: int, freeze: str = "") -> str:
-    job = write_job(tmp_path / name, JOB.format(name=name, program=PROGRAM, steps=steps, freeze=freeze))
+def submit(tmp_path: Path, name: str, steps: int, freeze: str = "", settle: float = 2) -> str:
+    job = write_job(tmp_path / name, JOB.format(name=name, program=PROGRAM, steps=steps, freeze=freeze,
+                                                settle=settle))
     rc, started, err = run_json("run", str(job), "--backend", "local", "--detach", env=GPUS)
     assert rc == 0, err
     return started["app_id"]
@@ -90,8 +91,10 @@ def test_an_elastic_job_starts_with_min_while_a_gpu_is_taken_and_grows_when_it_i
 
 def test_an_elastic_job_that_loses_a_task_goes_on_with_fewer(tmp_path, subm_home, no_leftovers):
     # worker:2's executor freezes (as silent as a dead machine) and its program dies at step 4:
-    # its peers' all-reduce fails at once, the AM finds the executor lost 2 s later.
-    app_id = submit(tmp_path, "shrink", steps=24, freeze="2:4")
+    # its peers' all-reduce fails at once, the AM finds the executor lost 2 s later. Its GPU is
+    # free again at once, so the replacement grows the world back after settle_seconds: 8 s, for
+    # the world of 2 to import torch and train on a loaded machine first (with 2 s it once did not).
+    app_id = submit(tmp_path, "shrink", steps=24, freeze="2:4", settle=8)
     no_leftovers.append(app_id)
     rc, report, err = run_json("wait", app_id, env=GPUS, timeout=240)
     log = am_log(subm_home, app_id)
