@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -104,6 +105,35 @@ def node_sh(action: str, n: int, force: bool = False) -> None:
                    capture_output=True, start_new_session=True)  # a restarted NM must not share our fate
 
 
+def die_tasks_first(n: int, marker: Path) -> None:
+    """Node ``n`` dies as a machine may: its tasks first (their shells, whose command names
+    ``marker``), their executors a moment later, then its NodeManager (``node.sh stop``). The
+    order node.sh itself kills in is /proc's sorted by name, so a task often goes first there too."""
+    local = f"{RIG['rig_dir'] / f'node{n}' / 'nm-local'}/"
+
+    def processes() -> Dict[int, bytes]:
+        found = {}
+        for d in Path("/proc").iterdir():
+            try:
+                if d.name.isdigit() and os.readlink(d / "cwd").startswith(local):
+                    found[int(d.name)] = (d / "cmdline").read_bytes()
+            except OSError:
+                pass
+        return found
+
+    tasks = [pid for pid, cmdline in processes().items() if str(marker).encode() in cmdline]
+    assert tasks, f"no task of the job runs on node {n}"
+    for pid in tasks:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)  # time enough for an executor to notice its task's end, as on a slow death
+    for pid in processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    node_sh("stop", n, force=True)
+
+
 # -- a node that dies ---------------------------------------------------------------------------
 
 @needs_killable_rig
@@ -117,7 +147,9 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spen
     hosts = [t["host"] for t in report["tasks"]]
     victim = next(h for h in hosts if h != am_host)  # at most 2 workers fit beside the AM
     lost = sorted(t["index"] for t in report["tasks"] if t["host"] == victim)
-    node_sh("stop", RIG["nodes"][victim], force=True)  # NodeManager and container processes: kill -9
+    # kill -9 its tasks, then their executors, its NodeManager: the executors, told nothing, may
+    # see their task killed, and report that as a program's failure only if they outlive it long.
+    die_tasks_first(RIG["nodes"][victim], marker)
     try:
         # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
         after = wait_for(lambda: gang_running(app_id, 4, attempt=2), timeout=180,

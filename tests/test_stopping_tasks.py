@@ -74,3 +74,24 @@ def test_a_task_ignoring_sigterm_is_killed_after_the_grace_and_one_that_exits_is
     # or 143 from the shell that ran its command and also got SIGTERM).
     assert tasks["stubborn"]["state"] == tasks["polite"]["state"] == "STOPPED"
     assert tasks["stubborn"]["exit_code"] == 137 and tasks["polite"]["exit_code"] in (0, 143)
+
+
+def test_a_task_killed_by_a_sigkill_its_executor_did_not_send_fails_with_137_a_second_later(
+        tmp_path, no_leftovers):
+    # The second lets a dying machine take the executor too, whose silence then says the node was
+    # lost (tests/test_node_and_container_failures_on_yarn.py); here the executor lives on.
+    job = write_job(tmp_path / "job", """\
+        name: killed
+        restart: {max_restarts: 0}
+        roles:
+          worker:
+            resources: {memory: 128 MiB}
+            command: kill -9 $$
+    """)
+    rc, report, _ = run_json("run", str(job), "--backend", "local")
+    no_leftovers.append(report["app_id"])
+    assert rc == 1 and report["state"] == "FAILED", report
+    [task] = report["tasks"]
+    assert task["state"] == "FAILED" and task["exit_code"] == 137
+    stderr = open(task["log"].replace(".stdout", ".stderr")).read()
+    assert "the task was killed (SIGKILL) by someone else: its end is reported in 1 s" in stderr

@@ -74,6 +74,14 @@ ENVCACHE = "envcache"
 #: executor lost after a few missed ones (a dead machine closes no connection).
 POLL_SECONDS = 2.0
 
+#: A task killed by a SIGKILL its executor did not send has its end reported this much later.
+#: A machine that dies (a NodeManager's container killed, say) takes every process of the
+#: container in no set order; an executor that outlives its task by a moment would report the
+#: cluster's fault as the program's (exit code 137, spending the job's max_restarts) where its
+#: silence would have told the AM the truth. What kills the task alone (the kernel's OOM killer,
+#: a user's ``kill -9``) is reported as the task's failure all the same, this much later.
+FOREIGN_KILL_DELAY_SECONDS = 1.0
+
 
 def shipped_name(module):
     """A sibling's file name in a container (``subm_`` names: the job's own files keep theirs)."""
@@ -343,6 +351,7 @@ class Executor:
         ended = task.poll()
         if task.failure and not task.reported and not self.stopping:
             rank, code = task.failure
+            self.outlive_a_dying_machine(code)
             task.reported = True
             since = time.monotonic() if task.running() else None
             if since:  # the others: SIGTERM at once, the grace waited for once reported
@@ -364,6 +373,14 @@ class Executor:
             code = 128 + signal.SIGKILL  # some of it had to be killed, whatever the shell said
         hung = self.hung if self.hung and self.hung[0] == self.task_attempt and code != 0 else None
         self.report_exit(self.task_attempt, code, self.stopping and hung is None, tail=hung and hung[2], hung=hung)
+
+    def outlive_a_dying_machine(self, code):
+        """Wait FOREIGN_KILL_DELAY_SECONDS before reporting a task that a SIGKILL we did not
+        send ended (``code`` 137): if its machine is dying, the executor dies in that time too."""
+        if code == 128 + signal.SIGKILL and not self.stopping:
+            _log("the task was killed (SIGKILL) by someone else: its end is reported in %g s, "
+                 "unless this container goes with it" % FOREIGN_KILL_DELAY_SECONDS)
+            time.sleep(FOREIGN_KILL_DELAY_SECONDS)
 
     def report_exit(self, attempt, code, stopped, local_rank=None, tail=None, hung=None):
         """``tail``: the failed process's stderr, when captured; else read from the executor's
