@@ -179,10 +179,17 @@ def test_a_pytorch_sweep_trains_for_real_trial_after_trial_in_one_container(tmp_
           params:
             lr: [0.0001, 0.1, 0.01]
         """)
-    code, report, err = run_sweep(job)
-    assert code == 0 and report["state"] == "SUCCEEDED", err
+    for _ in range(2):
+        code, report, err = run_sweep(job)
+        assert code == 0 and report["state"] == "SUCCEEDED", err
+        # torch 2.13's gloo sometimes aborts a process as its interpreter exits, after it has
+        # trained (docs/processes.md): a sweep records that trial as failed (exit code 134) and
+        # goes on, as it should; this test then runs the sweep once more.
+        if not any(t["state"] == "FAILED" and "exit code 134" in t["diagnostics"] for t in report["trials"]):
+            break
+    trials = [(t["params"], t["state"], t["value"], t["diagnostics"]) for t in report["trials"]]
     assert len({t["container"] for t in report["trials"]}) == 1  # three trials, one process group each
-    assert report["best"]["params"] == {"lr": 0.1}
+    assert report["best"]["params"] == {"lr": 0.1}, trials
     values = {t["params"]["lr"]: t["value"] for t in report["trials"]}
     assert values[0.1] < values[0.01] < values[0.0001]
 
