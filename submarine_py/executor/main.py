@@ -375,9 +375,9 @@ class Executor:
         self.report_exit(self.task_attempt, code, self.stopping and hung is None, tail=hung and hung[2], hung=hung)
 
     def outlive_a_dying_machine(self, code):
-        """Wait FOREIGN_KILL_DELAY_SECONDS before reporting a task that a SIGKILL we did not
-        send ended (``code`` 137): if its machine is dying, the executor dies in that time too."""
-        if code == 128 + signal.SIGKILL and not self.stopping:
+        """Wait FOREIGN_KILL_DELAY_SECONDS before reporting a task that a SIGKILL ended (``code``
+        137) while we were not stopping it: if its machine is dying, we die in that time too."""
+        if code == 128 + signal.SIGKILL:
             _log("the task was killed (SIGKILL) by someone else: its end is reported in %g s, "
                  "unless this container goes with it" % FOREIGN_KILL_DELAY_SECONDS)
             time.sleep(FOREIGN_KILL_DELAY_SECONDS)
