@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -121,8 +122,9 @@ def die_tasks_first(n: int, marker: Path) -> None:
                 pass
         return found
 
-    tasks = [pid for pid, cmdline in processes().items() if str(marker).encode() in cmdline]
-    assert tasks, f"no task of the job runs on node {n}"
+    # A task is RUNNING in the AM's report once the AM has sent its executor the command: its shell may not run yet.
+    tasks = wait_for(lambda: [pid for pid, cmdline in processes().items() if str(marker).encode() in cmdline],
+                     timeout=60, what=f"the job's tasks' processes on node {n}", interval=0.1)
     for pid in tasks:
         os.kill(pid, signal.SIGKILL)
     time.sleep(0.3)  # time enough for an executor to notice its task's end, as on a slow death
@@ -143,21 +145,24 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spen
     app_id = detach(JOBS / "spread-workers.yaml", apps, marker=marker, memory_mb=int(node_mb * 0.4))
     report = wait_for(lambda: gang_running(app_id, 4), timeout=180, what="4 workers running", interval=0.5,
                       explain=lambda: cluster_picture(app_id))
-    am_host = rm_app(app_id)["amHostHttpAddress"].rsplit(":", 1)[0]
+    # Nodes by address: a task's host may be a name /etc/hosts gives that address (the secure
+    # rig names 127.0.0.80-82 and leaves the names behind).
+    ip = socket.gethostbyname
+    am_host = ip(rm_app(app_id)["amHostHttpAddress"].rsplit(":", 1)[0])
     hosts = [t["host"] for t in report["tasks"]]
-    victim = next(h for h in hosts if h != am_host)  # at most 2 workers fit beside the AM
+    victim = next(h for h in hosts if ip(h) != am_host)  # at most 2 workers fit beside the AM
     lost = sorted(t["index"] for t in report["tasks"] if t["host"] == victim)
     # kill -9 its tasks, then their executors, its NodeManager: the executors, told nothing, may
     # see their task killed, and report that as a program's failure only if they outlive it long.
-    die_tasks_first(RIG["nodes"][victim], marker)
+    die_tasks_first(RIG["nodes"][ip(victim)], marker)
     try:
         # YARN still lists the node as RUNNING (for 10 minutes); the AM's heartbeats notice.
         after = wait_for(lambda: gang_running(app_id, 4, attempt=2), timeout=180,
                          what="the gang running again after the node died", interval=0.5,
                          explain=lambda: cluster_picture(app_id))
-        assert "RUNNING" in [n["state"] for n in rm_nodes() if n["nodeHostName"] == victim]
+        assert "RUNNING" in [n["state"] for n in rm_nodes() if ip(n["nodeHostName"]) == ip(victim)]
     finally:
-        node_sh("start", RIG["nodes"][victim])
+        node_sh("start", RIG["nodes"][ip(victim)])
     assert victim not in [t["host"] for t in after["tasks"]]
     log = events(after)
     assert f"no heartbeat from its executor on {victim}" in log, log
