@@ -4,9 +4,13 @@ Two tasks run until stopped: one exits on SIGTERM (as a task that checkpoints an
 one ignores it (as TensorFlow does once its strategy is up). They are stopped twice: by a
 gang restart, then at the job's end (they are untracked, so the job ends with the third).
 """
+import os
+import subprocess
+import sys
+
 import pytest
 
-from conftest import run_json, write_job
+from conftest import REPO, run_json, write_job
 
 pytestmark = pytest.mark.local
 
@@ -95,3 +99,30 @@ def test_a_task_killed_by_a_sigkill_its_executor_did_not_send_fails_with_137_a_s
     assert task["state"] == "FAILED" and task["exit_code"] == 137
     stderr = open(task["log"].replace(".stdout", ".stderr")).read()
     assert "the task was killed (SIGKILL) by someone else: its end is reported in 1 s" in stderr
+
+
+KILL_WHILE_POLLING = """\
+import os, subprocess, sys, threading, time
+from submarine_py.executor import processes, proctree
+processes.KILL_WAIT_SECONDS = 0.5
+task = processes.TaskProcesses("sleep 60", [dict(os.environ)], ".", subprocess, proctree, 1024)
+popen = task.processes[0].popen
+popen._waitpid_lock.acquire()  # held, as by the Popen.poll() that a SIGTERM interrupted
+killer = threading.Thread(target=task.kill, daemon=True)
+killer.start()
+killer.join(10)
+popen._waitpid_lock.release()
+print("kill() returned" if not killer.is_alive() else "kill() waits forever", flush=True)
+popen.wait()
+print("the task was killed" if popen.returncode == -9 else f"the task ended with {popen.returncode}")
+"""
+
+
+def test_killing_a_task_does_not_wait_for_the_waitpid_lock_of_the_poll_a_sigterm_interrupted(tmp_path):
+    # The executor's SIGTERM handler stops the task wherever its main loop was. Inside
+    # Popen.poll() that frame holds Popen's waitpid lock until the handler is done: a kill()
+    # that waited for the lock left the executor orphaned, and its job's processes behind.
+    # In a process of its own: kill() signals every process below the one that runs it.
+    out = subprocess.run([sys.executable, "-c", KILL_WHILE_POLLING], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.stdout.splitlines() == ["kill() returned", "the task was killed"], out.stderr

@@ -32,6 +32,12 @@ except ImportError:  # pragma: no cover - not CPython
 #: How long a failed process's stderr may take to reach the executor once it has exited (its
 #: children can keep the pipe open: then its tail is what has arrived by then).
 DRAIN_SECONDS = 0.5
+#: How long :meth:`TaskProcesses.kill` waits for each SIGKILLed process to be reaped. Bounded
+#: because kill() also runs in the executor's SIGTERM handler: if the signal came while the main
+#: loop was inside Popen.poll(), Popen's waitpid lock is held by the frame the handler
+#: interrupted, and an unbounded Popen.wait() would wait for it forever (the executor, orphaned,
+#: outliving its job). Popen.wait(timeout) only tries that lock.
+KILL_WAIT_SECONDS = 5.0
 
 
 def exit_code(returncode):
@@ -120,6 +126,7 @@ class TaskProcesses:
 
     def __init__(self, command, envs, cwd, subprocess, proctree, tail_bytes):
         self.proctree = proctree
+        self.subprocess = subprocess
         self.processes = []
         #: ``(local rank, exit code)`` of the first process that exited non-zero, or None.
         self.failure = None
@@ -204,7 +211,10 @@ class TaskProcesses:
         """SIGKILL to every process and what they left behind; waits for the processes."""
         self.signal(signal.SIGKILL)
         for p in self.processes:
-            p.popen.wait()
+            try:
+                p.popen.wait(KILL_WAIT_SECONDS)
+            except self.subprocess.TimeoutExpired:
+                pass  # see KILL_WAIT_SECONDS: the handler's caller exits now, init reaps it
         self.poll()
 
     def stderr_tail(self, local_rank, wait=DRAIN_SECONDS):
