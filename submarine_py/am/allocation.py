@@ -197,11 +197,15 @@ class Allocation:
             gate.admitted(now)
             job.phase = Phase.STARTING
             job.gang_started = now
-            job.decide("the gang fits%s: asking for its %d container(s)%s",
-                       f" ({verdict.why})" if verdict.why else "", len(pending),
-                       f" after {queued:.1f} s queued" if queued >= 1 else "")
+            # Again, now: executors of containers asked for with the application may have
+            # registered while admission read the room; their tasks are asked for no more.
             need, extra = split(job.plan, job.to_launch, {})
             pending = [job.tasks[k] for k in need]
+            up = sum(1 for ts in job.tasks.values() if job.live_executor(ts))
+            job.decide("the gang fits%s: asking for its %d container(s)%s%s",
+                       f" ({verdict.why})" if verdict.why else "", len(pending),
+                       f" ({up} of its executors up already)" if up else "",
+                       f" after {queued:.1f} s queued" if queued >= 1 else "")
             job.to_launch = list(extra)
             self.gang_keys = set(need)
         # What would grow it, asked for now where it fits beside the gang: on its way, it joins

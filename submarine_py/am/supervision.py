@@ -180,8 +180,17 @@ class Supervision:
 
     # -- executors started and gone (the main loop calls these, without the lock) ------------
     def launch(self, ts: Task) -> None:
-        """Start an executor for ``ts``; a refusal of the cluster fails the job."""
+        """Start an executor for ``ts``; a refusal of the cluster fails the job.
+
+        The main loop calls it without the lock, after allocation chose ``ts``: an executor may
+        register for ``ts`` meanwhile (a container asked for with the application comes up and
+        takes its task itself). A task that has its executor gets no second one: none is asked
+        for, and a container asked for while the other registered goes back at once (never two
+        executors for one task, nor a container the AM does not track: issue 32)."""
         job = self.job
+        with job.lock:
+            if job.finishing or job.live_executor(ts) is not None:
+                return
         try:
             ex_id = self.containers.launch(ts.plan, self.executor_env(ts.plan))
         except Exception as exc:  # the cluster refused: the job cannot run
@@ -190,10 +199,36 @@ class Supervision:
                 job.finish(JobState.FAILED, f"could not start {ts.plan.id}: {exc}")
             return
         with job.lock:
-            ex = job.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
-            ex.task, ts.executor = ts.key, ex_id
-            ex.launched_at, ts.orphaned = time.time(), False
-            ts.log = self.containers.log_location(ts.plan, ex_id)
+            ex = job.executors.get(ex_id)
+            current = job.live_executor(ts)
+            if ex is not None and ex.task is not None and ex.task != ts.key and ex.alive:
+                # Its executor registered already and took another task that had none: it is
+                # used; ``ts`` still needs one, unless its own came up meanwhile.
+                if current is None:
+                    job.need_executor(ts)
+                return
+            # Came up before this answer and was told to leave (its container given back, or no
+            # task for it then): ``ts`` needs another.
+            gone = ex is not None and (not ex.alive or (bool(ex.info) and ex.task is None))
+            spare = job.finishing or gone or (current is not None and current.id != ex_id)
+            if spare:
+                if gone and current is None and not job.finishing:
+                    job.need_executor(ts)
+                job.executors[ex_id] = ex = ex or Executor(ex_id, ts.plan.role, alive=False)
+                if ex.alive:
+                    ex.alive, ex.task = False, None
+                    job.send(ex, "exit", code=0)
+                if current is not None and not job.finishing:
+                    job.decide("%s found its executor (%s) while container %s was asked for it: giving that "
+                               "container back", ts.plan.id, current.id, ex_id)
+            else:
+                ex = job.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
+                ex.task, ts.executor = ts.key, ex_id
+                ex.launched_at, ts.orphaned = time.time(), False
+                ts.log = self.containers.log_location(ts.plan, ex_id)
+        if spare:
+            self.containers.kill(ex_id)
+            return
         log.info("started executor %s for %s", ex_id, ts.plan.id)
 
     def executor_ended(self, ex_id: str, code: Optional[int], diagnostics: str,

@@ -1,0 +1,137 @@
+"""Issue 32: the AM never has two executors for one task and never holds a container it does not
+track. A gang asked for with the application whose executors register while the AM admits it
+is not asked for again (whichever moment they register in); a container asked for while its
+task's executor came up goes back at once; a gang given back gives back every container YARN
+lists for the job (checked against skein's list and the RM's count), not only those the AM knows;
+an executor the AM no longer knows is told to leave; a waiting job's report says what YARN still
+counts for it. Pure logic: a stand-in skein client and RM."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable, Dict, List, Optional
+
+import pytest
+
+from submarine_py.am.master import ApplicationMaster
+from submarine_py.backends.yarn.containers import YarnContainers
+from submarine_py.jobfile import spec_from_dict
+from submarine_py.plan import make_plan
+from submarine_py.states import Cause, GateState, Phase
+
+pytestmark = pytest.mark.unit
+
+
+def plan_of(workers: int, gpus: int = 1):
+    return make_plan(spec_from_dict({"name": "t", "restart": {"policy": "gang", "max_restarts": 2}, "roles": {
+        "worker": {"instances": workers, "command": "x",
+                   "resources": {"memory": "1 GiB", "vcores": 1, "gpus": gpus}}}}))
+
+
+def skein_container(service: str, instance: int, state: str = "REQUESTED"):
+    return SimpleNamespace(id=f"{service}_{instance}", service_name=service, instance=instance, state=state,
+                           yarn_container_id=f"container_1_0001_01_{instance + 2:06d}",
+                           yarn_node_http_address="n0:8042", exit_message="", start_time=None)
+
+
+class FakeApp:
+    """skein's ApplicationClient as the AM uses it. ``on_read``/``on_add``: what happens while
+    the AM waits for skein's answer (executors registering, say)."""
+
+    def __init__(self, containers):
+        self.all = {c.id: c for c in containers}
+        self.added: List[str] = []
+        self.killed: List[str] = []
+        self.on_read: Optional[Callable[[], None]] = None
+        self.on_add: Optional[Callable[[str], None]] = None
+
+    def get_containers(self, services=None, states=None):
+        if self.on_read is not None:
+            hook, self.on_read = self.on_read, None
+            hook()
+        return [c for c in self.all.values() if (not states or c.state in states)
+                and (not services or c.service_name in services)]
+
+    def add_container(self, service, env):
+        c = skein_container(service, len(self.all))
+        self.all[c.id] = c
+        self.added.append(c.id)
+        if self.on_add is not None:
+            self.on_add(c.id)
+        return c
+
+    def kill_container(self, cid):
+        self.killed.append(cid)
+        self.all[cid].state = "KILLED"
+
+    def set_progress(self, value):
+        pass
+
+
+def register(am: ApplicationMaster, ex: str, index: int) -> Dict:
+    return am.on_register({"executor": ex, "role": "worker", "index": index, "host": "127.0.0.1",
+                           "port": 4000 + index, "container": f"container_of_{ex}", "node_http": "n0:8042"})
+
+
+def one_round(am: ApplicationMaster, app: FakeApp) -> None:
+    """The main loop's allocation part (``_launch_and_poll`` without the polls)."""
+    for ts in am.allocation.launches():
+        am.supervision.launch(ts)
+    for ex in am.allocation.releases():
+        am.containers.kill(ex)
+    with am.job.lock:
+        am.gang.maybe_run()
+
+
+def executors_per_task(am: ApplicationMaster) -> Dict[str, List[str]]:
+    """Every live executor the AM keeps, by the task it runs (a task with two: the bug)."""
+    out: Dict[str, List[str]] = {}
+    for ex in am.job.executors.values():
+        if ex.alive and ex.task is not None:
+            out.setdefault(am.job.tasks[ex.task].plan.id, []).append(ex.id)
+    return out
+
+
+def held(app: FakeApp) -> List[str]:
+    return sorted(c.id for c in app.all.values() if c.state in ("WAITING", "REQUESTED", "RUNNING"))
+
+
+def asked_with_the_application(workers: int):
+    plan = plan_of(workers)
+    app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(workers)])
+    yc = YarnContainers(app, plan, user="alice", gang_asked=True)
+    return plan, app, yc, ApplicationMaster(plan, "application_1_0001", yc)
+
+
+@pytest.mark.parametrize("when", ["while admission reads skein", "between admission and launch",
+                                  "as its container is asked for"])
+def test_executors_registering_while_the_am_admits_its_gang_asked_at_submission_are_not_asked_for_again(when):
+    plan, app, yc, am = asked_with_the_application(4)
+    register(am, "worker_0", 0)  # came up before the AM's first round
+    if when == "while admission reads skein":
+        app.on_read = lambda: [register(am, f"worker_{i}", i) for i in (1, 2)]
+        one_round(am, app)
+    elif when == "between admission and launch":
+        chosen = am.allocation.launches()
+        assert [ts.plan.index for ts in chosen] == [1, 2, 3]
+        for i in (1, 2, 3):
+            register(am, f"worker_{i}", i)
+        for ts in chosen:
+            am.supervision.launch(ts)
+    else:  # its own container registers as the AM asks for one: a container more for the task
+        launch = yc.launch
+
+        def late(task, env):
+            if task.index == 3:
+                register(am, "worker_3", 3)
+            return launch(task, env)
+
+        yc.launch = late
+        one_round(am, app)
+    for ts in list(am.job.tasks.values()):  # the rest come up
+        if not am.job.executors[ts.executor].registered:
+            register(am, ts.executor, ts.plan.index)
+    assert all(len(es) == 1 for es in executors_per_task(am).values()), executors_per_task(am)
+    assert sorted(executors_per_task(am)) == [f"worker:{i}" for i in range(4)]
+    assert am.job.phase == Phase.RUNNING
+    # Whatever was asked for again went back at once: YARN holds the gang's four, no more.
+    assert held(app) == [f"worker_{i}" for i in range(4)], (app.added, app.killed)
