@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
+from submarine_py.am.admission import Verdict
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.backends.yarn.containers import YarnContainers
 from submarine_py.jobfile import spec_from_dict
@@ -76,6 +77,8 @@ def one_round(am: ApplicationMaster, app: FakeApp) -> None:
     """The main loop's allocation part (``_launch_and_poll`` without the polls)."""
     for ts in am.allocation.launches():
         am.supervision.launch(ts)
+    if hasattr(am.allocation, "reconcile"):  # (so that each test fails for want of its own fix)
+        am.allocation.reconcile()
     for ex in am.allocation.releases():
         am.containers.kill(ex)
     with am.job.lock:
@@ -135,3 +138,58 @@ def test_executors_registering_while_the_am_admits_its_gang_asked_at_submission_
     assert am.job.phase == Phase.RUNNING
     # Whatever was asked for again went back at once: YARN holds the gang's four, no more.
     assert held(app) == [f"worker_{i}" for i in range(4)], (app.added, app.killed)
+
+
+def test_a_gang_given_back_after_a_preemption_gives_back_every_container_yarn_lists_for_the_job():
+    plan, app, yc, am = asked_with_the_application(4)
+    one_round(am, app)
+    for i in range(4):
+        register(am, f"worker_{i}", i)
+    assert am.job.phase == Phase.RUNNING
+    # A container the AM does not track: granted to the job, its executor never given a task.
+    app.all["worker_9"] = skein_container("worker", 9, "RUNNING")
+    # YARN takes worker_2 back: the rest of the gang is useless and goes back, the job waits.
+    yc.admit = lambda tasks, placement: Verdict(False, "waiting for 4 GPUs: 1 free")
+    app.all["worker_2"].state = "KILLED"
+    am.supervision.executor_ended("worker_2", -102, "Container preempted by scheduler", cause=Cause.PREEMPTED)
+    assert am.job.phase == Phase.QUEUED
+    one_round(am, app)
+    assert held(app) == [], "the job waits holding " + ", ".join(held(app))
+    assert "worker_9" in am.job.events[-1].message
+    # The cluster caught up: nothing listed, and the report says so.
+    one_round(am, app)
+    assert am.allocation.gate.state == GateState.QUEUED
+    am.allocation.reconcile_at = 0.0
+    am.allocation.reconcile()
+    assert am.allocation.held == 0
+
+
+def test_a_container_granted_to_a_running_job_that_no_task_uses_goes_back():
+    plan, app, yc, am = asked_with_the_application(2)
+    one_round(am, app)
+    for i in range(2):
+        register(am, f"worker_{i}", i)
+    app.all["worker_5"] = skein_container("worker", 5, "RUNNING")
+    reply = register(am, "worker_5", 1)  # came up: every task has its executor, it gets none
+    assert reply["index"] is None
+    am.allocation.reconcile_at = 0.0
+    one_round(am, app)
+    assert held(app) == ["worker_0", "worker_1"] and app.killed == ["worker_5"]
+    assert am.job.phase == Phase.RUNNING
+
+
+def test_an_executor_the_am_does_not_know_or_whose_task_has_another_is_told_to_leave():
+    plan, app, yc, am = asked_with_the_application(2)
+    one_round(am, app)
+    for i in range(2):
+        register(am, f"worker_{i}", i)
+    assert [i["op"] for i in am.next_instructions("worker_7", 0, wait=0)] == ["exit"]
+    # worker:1 was given a second executor (the race of issue 32): the first is told to leave.
+    from submarine_py.am.records import Executor
+
+    ts = am.job.tasks[("worker", 1)]
+    am.job.executors["worker_4"] = Executor("worker_4", "worker", task=ts.key)
+    ts.executor = "worker_4"
+    assert am.next_instructions("worker_1", 0, wait=0)[-1]["op"] == "exit"
+    assert not am.job.executors["worker_1"].alive
+    assert all(i["op"] != "exit" for i in am.next_instructions("worker_0", 0, wait=0))

@@ -39,6 +39,9 @@ log = logging.getLogger("subm.am")
 BACKOFF_FIRST, BACKOFF_CAP, BACKOFF_JITTER = 2.0, 30.0, 0.5
 #: How often a queued job asks the backend whether its gang fits (the RM's REST, on YARN).
 ADMIT_EVERY_SECONDS = 2.0
+#: How often the AM weighs what the cluster lists for the job against what its tasks use
+#: (:meth:`Allocation.reconcile`): while the job waits (it must hold nothing), and while it runs.
+RECONCILE_QUEUED_SECONDS, RECONCILE_SECONDS = 5.0, 30.0
 
 
 @dataclass
@@ -122,6 +125,10 @@ class Allocation:
         #: When a replacement the backend cannot queue may next be admitted (local backend).
         self.replacement_not_before = 0.0
         self.replacement_why = ""
+        #: When the cluster's list of the job's containers is next read (:meth:`reconcile`), and
+        #: how many task containers it listed last (None: never read, or the backend cannot say).
+        self.reconcile_at = 0.0
+        self.held: Optional[int] = None
 
     # -- the main loop's questions (without the job's lock; they take it) ----------------------
     def launches(self) -> List[Task]:
@@ -293,6 +300,40 @@ class Allocation:
             self._release_all()
             job.phase = Phase.QUEUED
 
+    def reconcile(self) -> None:
+        """Every container the cluster lists for the job that no task uses goes back now
+        (issue 32): the cluster's own list (:meth:`Containers.held`), not the AM's records, so
+        that one the AM forgot (a second executor for a task, an executor of a container that
+        came up as it went back) cannot keep its GPU while the job waits. Read every
+        RECONCILE_QUEUED_SECONDS while queued, RECONCILE_SECONDS while the gang runs, and at
+        once after the gang went back. Main loop only, without the lock."""
+        job, now = self.job, self.clock()
+        with job.lock:
+            if job.finishing or now < self.reconcile_at:
+                return
+            queued = self.gate.state == GateState.QUEUED
+            self.reconcile_at = now + (RECONCILE_QUEUED_SECONDS if queued else RECONCILE_SECONDS)
+        held = self.containers.held()
+        if held is None:
+            return
+        with job.lock:
+            if job.finishing:
+                return
+            self.held = len(held)
+            used = {ts.executor for ts in job.tasks.values() if job.live_executor(ts)}
+            stray = [h.executor for h in held
+                     if h.executor not in used and not h.given_back and h.executor not in self.to_release]
+            if not stray:
+                return
+            for ex_id in stray:
+                ex = job.executors.get(ex_id)
+                if ex is not None and ex.alive:  # (an executor superseded, or one that ran no task)
+                    ex.alive, ex.task = False, None
+                    job.send(ex, "exit", code=0)
+            job.decide("%d container(s) the cluster lists for the job run no task of it (%s): giving them back",
+                       len(stray), ", ".join(stray), level=logging.WARNING)
+            self.to_release.extend(stray)
+
     def releases(self) -> List[str]:
         """Executors whose containers go back now (the main loop kills them)."""
         with self.job.lock:
@@ -319,6 +360,7 @@ class Allocation:
 
     def _release_all(self) -> None:
         job = self.job
+        self.reconcile_at = 0.0  # and whatever the cluster lists besides, at once
         for ts in job.tasks.values():
             self._detach(ts)
             if ts.state != TaskState.SUCCEEDED and ts.key not in job.to_launch:

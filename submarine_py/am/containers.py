@@ -38,6 +38,18 @@ class Ended:
     cause: Optional[Cause] = None
 
 
+@dataclass(frozen=True)
+class Held:
+    """A task container the cluster lists for the job now (asked for, or granted), as the
+    cluster itself says: what :meth:`Containers.held` answers, whatever the AM remembers."""
+
+    executor: str
+    #: The cluster's word on it (YARN: skein's WAITING, REQUESTED, RUNNING).
+    state: str = ""
+    #: The AM gave it back moments ago (:meth:`Containers.kill`): the cluster has not caught up yet.
+    given_back: bool = False
+
+
 class Containers:
     """Starts executors for tasks and reports the ones that ended."""
 
@@ -95,6 +107,15 @@ class Containers:
     def registered(self, executor: str, info: Dict[str, Optional[str]]) -> None:
         """An executor registered, saying where it runs (``container``: the cluster's container
         id, ``node_http``: its node manager's web address), which spares asking the cluster."""
+
+    def held(self) -> Optional[List[Held]]:
+        """Every task container the cluster holds or is asked for for this job now (its AM's
+        aside), as the cluster lists it, not as the AM remembers it; None where the backend
+        cannot say (then the AM's own records stand). Containers the backend itself keeps for
+        a launch to come (YARN: asked for with the application, not taken yet) are left out.
+        The AM gives back every one no task of its uses (``Allocation.reconcile``). Called from
+        the main loop only."""
+        return None
 
     def given_back(self, executor: str) -> bool:
         """Whether the AM gave this executor's container back (:meth:`kill`) before it ever

@@ -196,6 +196,7 @@ class ApplicationMaster:
         job = self.job
         for ts in self.allocation.launches():
             self.supervision.launch(ts)
+        self.allocation.reconcile()
         for ex_id in self.allocation.releases():
             self.containers.kill(ex_id)
         for ended in self.containers.poll():

@@ -73,6 +73,10 @@ class Supervision:
                 ex = job.executors.get(executor)
                 if ex is not None and ex.lost:  # back from a silence the AM took for its death
                     return [{"seq": max(after, job.seq) + 1, "op": "exit", "code": 1}]
+                if ex is None or self._superseded(ex):
+                    # The AM does not know it (or its task has another executor): it leaves at
+                    # once, its task stopped, rather than poll on holding its container (issue 32).
+                    return [{"seq": max(after, job.seq) + 1, "op": "exit", "code": 0}]
                 pending = [i for i in ex.instructions if i["seq"] > after] if ex else []
                 if pending or time.monotonic() >= deadline:
                     if ex:
@@ -80,6 +84,16 @@ class Supervision:
                         ex.last_seen = time.monotonic()
                     return pending
                 job.changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _superseded(self, ex: Executor) -> bool:
+        """A registered executor whose task the AM gave to another (told to leave now)."""
+        ts = self.job.tasks.get(ex.task) if ex.task else None
+        if not ex.alive or not ex.registered or ts is None or ts.executor == ex.id:
+            return False
+        ex.alive, ex.task = False, None
+        self.job.decide("executor %s polls for %s, which has executor %s: telling it to leave", ex.id, ts.plan.id,
+                        ts.executor, level=logging.WARNING)
+        return True
 
     def on_started(self, body: Dict[str, Any]) -> None:
         with self.job.lock:

@@ -163,7 +163,7 @@ class SweepMaster:
             while True:
                 slot = self.slots.get(executor)
                 pending = [i for i in slot.instructions if i["seq"] > after] if slot else []
-                if slot is not None and not slot.alive and not pending:
+                if (slot is None or not slot.alive) and not pending:  # (None: a container it does not know)
                     return [{"seq": max(after, self.seq) + 1, "op": "exit", "code": 0}]
                 if pending or time.monotonic() >= deadline:
                     if slot:

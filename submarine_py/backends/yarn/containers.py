@@ -24,9 +24,10 @@ from ...errors import CredentialsError
 from ...plan import Plan, TaskPlan
 from ...refusals import refusal
 from ...am.admission import Room, Verdict, admit
-from ...am.containers import Containers, Ended
+from ...am.containers import Containers, Ended, Held
 from ...states import Cause, GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
+from .held import held_containers
 from .nodemanager import nm_container, node_log
 from .rest import ResourceManager, yarn_user
 
@@ -87,6 +88,7 @@ class YarnContainers(Containers):
         self.lock = threading.Lock()
         #: Containers the AM killed itself: their end needs no word from their NodeManager.
         self.killed: Set[str] = set()
+        self.killed_at: Dict[str, float] = {}
         #: Machines (host of the NodeManager's web address) found dead: host -> when.
         self.avoided: Dict[str, float] = {}
         #: Containers seen allocated (skein's RUNNING) so far.
@@ -264,6 +266,13 @@ class YarnContainers(Containers):
     def given_back(self, executor: str) -> bool:
         return executor in self.killed
 
+    def held(self) -> Optional[List[Held]]:
+        if self.gang_asked:  # the gang asked for with the application is not taken yet
+            return None
+        with self.lock:
+            aside = set(self.asked_with_job.values())
+        return held_containers(self.app, self.plan.job.roles, aside, self.killed_at, time.monotonic())
+
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
@@ -383,6 +392,7 @@ class YarnContainers(Containers):
 
     def kill(self, executor: str) -> None:
         self.killed.add(executor)
+        self.killed_at[executor] = time.monotonic()
         try:
             self.app.kill_container(executor)
         except Exception as exc:  # already gone

@@ -1,0 +1,41 @@
+"""What a YARN job holds, as YARN lists it (issue 32): the AM gives back every task container no
+task of its uses, checked against skein's own list of the application's containers, not only its
+records; and the ResourceManager's count of the job's containers, which ``subm status`` weighs
+against the AM's word ("holding no task container").
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Collection, List, Mapping, Optional
+
+from ...am.containers import Held
+
+log = logging.getLogger("subm.am.yarn")
+
+#: skein's states of a container the application holds or has asked for.
+HELD_STATES = ("WAITING", "REQUESTED", "RUNNING")
+#: A container given back this recently and still listed is the cluster catching up; listed
+#: longer, it is given back again.
+GIVE_BACK_SECONDS = 10.0
+
+
+def held_containers(app: Any, services: Collection[str], aside: Collection[str],
+                    killed_at: Mapping[str, float], now: float) -> Optional[List[Held]]:
+    """The task containers skein lists for the application (``services``: the job's roles) in
+    ``HELD_STATES``, less those kept ``aside`` for a launch to come; None where skein does not
+    answer."""
+    try:
+        found = app.get_containers(services=list(services), states=list(HELD_STATES))
+    except Exception as exc:
+        log.debug("get_containers: %s", exc)
+        return None
+    return [Held(c.id, str(c.state), given_back=now - killed_at.get(c.id, float("-inf")) < GIVE_BACK_SECONDS)
+            for c in found if c.id not in aside]
+
+
+def task_containers_counted(app: Mapping[str, Any]) -> Optional[int]:
+    """The task containers the RM counts for a running application (its ``runningContainers``
+    less the AM's), or None where it does not say."""
+    if app.get("state") != "RUNNING" or app.get("runningContainers") is None:
+        return None
+    return max(0, int(app.get("runningContainers") or 0) - 1)
