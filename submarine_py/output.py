@@ -55,7 +55,7 @@ def format_report(report: JobReport) -> str:
         head += f" (gang ready {t.gang_ready_seconds:.1f} s after submission)"
     lines = [head]
     if report.waiting_for:
-        lines.append(f"Queued, holding no task container: {report.waiting_for}")
+        lines.append(f"Queued, {holding(report)}: {report.waiting_for}")
     elif t.queued_seconds:
         lines.append(f"Queued {t.queued_seconds:.1f} s for room for its gang")
     if report.tensorboard_url:
@@ -252,6 +252,15 @@ def progress_seconds(report: JobReport, elapsed: float) -> float:
     return elapsed
 
 
+def holding(report: JobReport) -> str:
+    """What a queued job holds, in words: none, unless the cluster still lists task containers
+    for it (its AM gives them back: issue 32)."""
+    n = report.held_containers or 0
+    if not n:
+        return "holding no task container"
+    return f"still holding {n} task container{'s' if n != 1 else ''} (giving {'them' if n != 1 else 'it'} back)"
+
+
 def format_progress(report: JobReport, elapsed: float) -> str:
     """The job's state as one progress line, at :func:`progress_seconds`."""
     at = f"[{progress_seconds(report, elapsed):6.1f}s]"
@@ -268,7 +277,7 @@ def format_progress(report: JobReport, elapsed: float) -> str:
     registered = sum(1 for t in report.tasks if t.state in (TaskState.REGISTERED, TaskState.RUNNING))
     attempt = report.attempts
     if report.phase == Phase.QUEUED and not state.is_terminal():
-        return f"{at} attempt {attempt}: queued, holding no task container" + (
+        return f"{at} attempt {attempt}: queued, {holding(report)}" + (
             f": {report.waiting_for}" if report.waiting_for else "")
     if report.phase == Phase.STARTING:
         return f"{at} attempt {attempt}: gang {registered}/{total} tasks up"

@@ -275,6 +275,10 @@ class JobReport:
     hang_seconds: Optional[int] = None
     #: While queued: what the job waits for ("waiting for 4 GPUs: 2 free in queue teamb ...").
     waiting_for: Optional[str] = None
+    #: While queued: task containers the cluster still lists for the job (its AM gives them
+    #: back; on YARN the AM's last reading of skein's list, or the ResourceManager's count where
+    #: that is more): a queued job says "holding no task container" only when this is 0 or None.
+    held_containers: Optional[int] = None
     #: Nodes each attempt of the gang spanned, in order.
     nodes_spanned: Tuple[int, ...] = ()
     #: A sweep's trials and its best so far (None: not a sweep).
@@ -304,7 +308,7 @@ class JobReport:
         }
         # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
         for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec",
-                    "hang_seconds", "waiting_for"):
+                    "hang_seconds", "waiting_for", "held_containers"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         counts = {k: v for k, v in restart_counts(self.restarts_by_cause).items() if v}
@@ -336,6 +340,8 @@ class JobReport:
         out["restarts_by_cause"] = restart_counts(self.restarts_by_cause)
         if self.waiting_for:
             out["waiting_for"] = self.waiting_for
+            if self.held_containers:
+                out["held_containers"] = self.held_containers
         if self.nodes_spanned:
             out["nodes_spanned"] = list(self.nodes_spanned)
         if self.sweep is not None:
@@ -380,6 +386,7 @@ class JobReport:
             restarts_by_cause={k: v for k, v in restart_counts(data.get("restarts_by_cause")).items() if v},
             hang_seconds=data.get("hang_seconds"),
             waiting_for=data.get("waiting_for"),
+            held_containers=data.get("held_containers"),
             nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
             sweep=SweepReport.from_dict(data.get("sweep")),
             world_sizes=tuple(int(n) for n in data.get("world_sizes") or ()),

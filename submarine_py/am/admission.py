@@ -68,6 +68,9 @@ class Gang:
     #: Containers it already holds or was granted (an admitted gang still arriving): they are
     #: subtracted first, and such a job is never passed.
     asked: bool = False
+    #: Containers the cluster still counts for a job that waits (it should hold none: its AM
+    #: gives them back, issue 32), as its gang's needs say; named in the words of those behind.
+    holding: Tuple[Need, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,19 @@ def fewest_nodes(needs: Sequence[Need], nodes: Mapping[str, Need]) -> Optional[i
 
 def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SECONDS,
           spread: bool = False) -> Verdict:
+    """Whether ``me``'s whole gang may be asked for now (:func:`_admit`); when not, the words
+    also name what jobs that wait themselves still hold (a GPU a waiting job holds is no one's
+    use: its AM gives it back within seconds, and if it does not, here is whom to ask)."""
+    verdict = _admit(me, room, now=now, starve_seconds=starve_seconds, spread=spread)
+    held = [g for g in room.others if g.job != me.job and g.holding and not g.asked]
+    if verdict.fits or verdict.never or not held:
+        return verdict
+    words = "; ".join(f"{_words(total(g.holding))} held by {g.job}, which waits itself" for g in held)
+    return Verdict(False, f"{verdict.why}; {words}")
+
+
+def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SECONDS,
+           spread: bool = False) -> Verdict:
     """Whether ``me``'s whole gang may be asked for now.
 
     The jobs waiting (``room.others`` and ``me``) are taken in order: asked gangs first (their

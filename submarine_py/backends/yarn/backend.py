@@ -39,6 +39,7 @@ from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
 from .capacity import GANG_ASKED_AT_SUBMISSION, TAG, admit_at_submission
 from .nodemanager import node_log
+from .held import task_containers_counted
 from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
 from .site import hadoop_conf_dir
 from .skein_driver import client_for
@@ -285,6 +286,9 @@ class YarnBackend(Backend):
                          tracking_url=app.get("trackingUrl"))
         if done:  # else the AM's own word (RUNNING, or its verdict while finishing)
             report = replace(report, state=state)
+        counted = task_containers_counted(app) if report.waiting_for and not done else None
+        if counted and counted > (report.held_containers or 0):  # never "holding none" while the RM counts some
+            report = replace(report, held_containers=counted)
         if done and state == JobState.KILLED and app.get("diagnostics") and \
                 report.diagnostics.startswith(SIGNALLED):
             # The AM only saw YARN's SIGTERM; YARN knows who killed it and why (`subm kill` says).

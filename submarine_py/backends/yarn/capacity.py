@@ -154,14 +154,17 @@ def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
         asked = not queued and progress < _ASKED_BELOW
         if not queued and not asked:
             continue
+        held = max(0, int(a.get("runningContainers") or 0) - 1)
+        holding: Tuple[Need, ...] = ()
         if asked:  # the containers it holds besides its AM are granted already
-            held = max(0, int(a.get("runningContainers") or 0) - 1)
             needs = needs[held:]
             if not needs:
                 continue
+        elif held:  # it waits, yet the RM counts task containers for it (issue 32)
+            holding = needs[:held]
         out.append(Gang(job=str(a.get("id")), queue=str(a.get("queue") or ""),
                         submitted_at=float(a.get("startedTime") or 0) / 1000.0, needs=needs,
-                        priority=int(a.get("priority") or 0), asked=asked))
+                        priority=int(a.get("priority") or 0), asked=asked, holding=holding))
     return tuple(out)
 
 
@@ -241,4 +244,8 @@ def room_words(room: Room, queue: str) -> str:
     parts.append("free per node: " + ("; ".join(f"{name} {said(n)}" for name, n in nodes) or "no running node"))
     if room.others:
         parts.append(f"{len(room.others)} other job{'s' if len(room.others) > 1 else ''} waiting for a gang")
+    for g in room.others:
+        if g.holding and not g.asked:  # it waits, yet holds: named (its AM gives them back)
+            parts.append(f"{g.job} waits while holding {len(g.holding)} container(s), "
+                         f"{sum(n.gpus for n in g.holding)} GPU(s)")
     return "; ".join(parts)
