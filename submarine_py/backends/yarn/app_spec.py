@@ -23,6 +23,7 @@ from ...executor import main as executor_module
 from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from . import shipping
 from .capacity import TAG, gang_tag
+from .held import LAUNCH_PAUSE_ENV
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -190,7 +191,8 @@ def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
         files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
         env={"SUBM_TOKEN_FILE": TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
-             "PYTHONPATH": PACKAGE_PARENT},
+             "PYTHONPATH": PACKAGE_PARENT,
+             **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
 

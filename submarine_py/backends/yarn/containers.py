@@ -15,6 +15,7 @@ ones too, to release those YARN places there.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -27,7 +28,7 @@ from ...am.admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
 from ...states import Cause, GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
-from .held import held_containers
+from .held import LAUNCH_PAUSE_ENV, held_containers
 from .nodemanager import nm_container, node_log
 from .rest import ResourceManager, yarn_user
 
@@ -112,6 +113,7 @@ class YarnContainers(Containers):
         #: takes those containers instead of adding new ones. (role, index) -> skein's id.
         self.gang_asked = gang_asked
         self.asked_with_job: Dict[Tuple[str, int], str] = {}
+        self.paused = False
 
     def _refresh(self, ended_only: bool = False) -> List[object]:
         import skein
@@ -277,6 +279,9 @@ class YarnContainers(Containers):
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
         env = {k: v for k, v in env.items() if k != "SUBM_TOKEN"}
+        if self.asked_with_job and not self.paused and os.environ.get(LAUNCH_PAUSE_ENV):
+            self.paused = True  # (a test's hook: executors register meanwhile)
+            time.sleep(float(os.environ[LAUNCH_PAUSE_ENV]))
         with self.lock:  # (registrations, on the server's threads, take theirs out)
             asked = self.asked_with_job.pop((task.role, task.index), None)
         if asked is not None:  # asked for with the application (its executor finds the AM itself)

@@ -12,6 +12,11 @@ from ...am.containers import Held
 
 log = logging.getLogger("subm.am.yarn")
 
+#: A test's hook (tests/test_a_gang_asked_at_submission_leaves_nothing_held_on_yarn.py): the AM
+#: waits this many seconds before taking the first container asked for with the application,
+#: so that executors register between admission and launch, the race of issue 32, on purpose.
+#: Passed from the submitting environment to the AM's (``app_spec.master``); unset: no wait.
+LAUNCH_PAUSE_ENV = "SUBM_TEST_LAUNCH_PAUSE"
 #: skein's states of a container the application holds or has asked for.
 HELD_STATES = ("WAITING", "REQUESTED", "RUNNING")
 #: A container given back this recently and still listed is the cluster catching up; listed
