@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Recovery from faults on a multi-node YARN rig: a node that dies, launches that fail, a lost AM.
 
-Needs a rig of your own made by ``../shared/yarn-rig`` with RIG_NODES >= 3 (it kills one of
+Needs a rig of your own made by ``scripts/rig.sh`` with RIG_NODES >= 3 (it kills one of
 its nodes): ``RIG_DIR`` exported and its conf as ``HADOOP_CONF_DIR`` (``source $RIG_DIR/env.sh``).
 For R repetitions it measures, from the AM's decision log (its events, stamped by the AM's
 clock, which is this machine's):
@@ -21,7 +21,7 @@ clock, which is this machine's):
   verdict -> YARN's final state (skein unregisters only from the last attempt, so one more
   AM attempt repeats the verdict).
 
-    source $RIG_DIR/env.sh && SUBM_YARN_RIG=../shared/yarn-rig python3 bench/faults.py [--reps 2]
+    source $RIG_DIR/env.sh && python3 bench/faults.py [--reps 2]
 
 Applications are tagged subm-bench and killed on the way out; the killed node is started again.
 """
@@ -141,14 +141,14 @@ def kill_app(app_id: str) -> None:
 
 def rig() -> Dict[str, Any]:
     rig_dir = Path(os.environ.get("RIG_DIR") or "")
-    node_sh = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig") / "node.sh"
+    node_sh = REPO / "scripts" / "rig" / "node.sh"
     hosts = {}
     for conf in sorted(rig_dir.glob("node*/conf/yarn-site.xml")):
         for prop in ET.parse(conf).getroot().iter("property"):
             if prop.findtext("name") == "yarn.nodemanager.hostname":
                 hosts[prop.findtext("value")] = int(conf.parent.parent.name[len("node"):])
     if len(hosts) < 3 or not node_sh.is_file():
-        sys.exit("needs RIG_DIR of a rig with RIG_NODES >= 3 and its node.sh (set SUBM_YARN_RIG)")
+        sys.exit("needs RIG_DIR of a rig of scripts/rig.sh with RIG_NODES >= 3")
     return {"dir": rig_dir, "node_sh": node_sh, "hosts": hosts}
 
 

@@ -25,7 +25,7 @@ the restart with an explicit ``timeouts.stop_grace_seconds`` (e.g. 10, the old f
     python3 bench/tf_multiworker.py [--archive /tmp/tfenv.tar.gz] [--grace 10] [--reps 1]
 
 Tasks and the bench share the folder, so this assumes a single-machine rig (all nodes on
-this machine, as ../shared/yarn-rig). Applications are tagged ``subm-bench`` and killed
+this machine, as scripts/rig.sh's). Applications are tagged ``subm-bench`` and killed
 on the way out.
 """
 from __future__ import annotations

@@ -125,6 +125,7 @@ export JAVA_HOME=$JAVA_HOME
 export PATH=$HADOOP_HOME/bin:$JAVA_HOME/bin:\$PATH
 export RIG_DIR=$dir RIG_NODES=$RIG_NODES RIG_HOST=$RIG_HOST RIG_NODE_BASE=$RIG_NODE_BASE
 export RIG_HADOOP_VERSION=$RIG_HADOOP_VERSION RIG_ISOLATED=${RIG_ISOLATED:-} RIG_KERBEROS=${RIG_KERBEROS:-}
+export RIG_GPUS=${RIG_GPUS:-4} RIG_QUEUES=${RIG_QUEUES:-} RIG_PREEMPTION=${RIG_PREEMPTION:-}
 export RIG_HIDE="$hide"
 ENV
 if [ "${RIG_KERBEROS:-}" = 1 ]; then bash "$rigdir/kerberos.sh" up "$dir" >>"$dir/up.log" 2>&1 || { cat "$dir/up.log" >&2; exit 1; }; fi

@@ -1,61 +1,116 @@
 #!/usr/bin/env bash
-# Install what the tests need into the project's virtualenv (.venv), then run
-# them from it.  Idempotent and quick once installed; meant for a fresh Debian 12
-# machine as root (CI runs it through .ci/run), works as any user with python3-venv.
+# The tests, YARN ones included, on a fresh machine: installs what they need, starts the
+# project's own Hadoop (scripts/rig.sh) where no cluster is named, runs them, stops it.
 #
-#   bash scripts/test.sh                 # everything that can run here
-#   bash scripts/test.sh -m unit         # arguments go to pytest
-#   source /tmp/yarn-rig/env.sh && bash scripts/test.sh -m yarn   # the YARN tests, on purpose
+#   bash scripts/test.sh                 # everything, in passes, each on a rig of its own (what CI runs)
+#   bash scripts/test.sh -m unit         # arguments go to pytest (one rig, only if YARN tests are selected)
+#   HADOOP_CONF_DIR=... bash scripts/test.sh -m yarn   # on a cluster of your own
 #
-# Steps:
-#   1. .venv (scripts/venv.sh: `python3 -m venv`, python3-venv from apt-get when missing), then
-#      pip install -e '.[test,yarn,torch,sweep]' into it, skipped when already done
-#   2. the tensorflow extra (tensorflow-cpu, tensorboard), only when either is missing from the venv
-#   3. MIT Kerberos's clients (krb5-user: kinit, klist) as root, where kinit is missing
-#   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them the
-#      docker tests skip
-#   5. .venv/bin/python -m pytest "$@"; pytest's exit code 5 ("no tests collected") counts as success.
-#
-# Tests needing YARN run only when HADOOP_CONF_DIR names a cluster: a rig that happens to be
-# up (/tmp/yarn-rig) is never used unless you source its env.sh yourself. The docker_yarn
-# tests run only when SUBM_DOCKER_RIG names a Docker-mode rig (RIG_DOCKER=1 scripts/rig.sh).
-# CI (.ci/run) runs this script inside scripts/with-rig.sh, which starts (and stops) a rig of
-# its own: once plain, for every test but docker_yarn, once in Docker mode for those.
+# Set-up (idempotent, quick once done; as root on Debian it installs the system packages too):
+#   1. .venv (scripts/venv.sh), with submarine-py[test,yarn,torch,sweep]
+#   2. the tensorflow extra (tensorflow-cpu, tensorboard), when either is missing
+#   3. MIT Kerberos's clients (krb5-user: kinit, klist), where kinit is missing (root)
+#   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests skip
+# With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
+#   1. every test but docker_yarn, sharing, preemption, secure: a plain 3-node rig (Hadoop 3.4.2)
+#   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
+#   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
+#   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
+#   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root)
+#   6. docker_yarn: a Docker-mode rig where SUBM_HADOOP_DIST names an unpacked Apache distribution
+#      (Hadoop's setuid container-executor is in no registry); elsewhere they skip, saying why
+# One rig at a time. The exit status is the first failing pass's; pytest's exit code 5
+# ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
 say() { echo "test.sh: $*" >&2; }
 
 # Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
 . scripts/venv.sh
 subm_venv 'test,yarn,torch,sweep' || { say "cannot set up the virtualenv"; exit 1; }
 
-if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \
-        >/dev/null 2>&1; then
+if [ -z "${SUBM_TEST_SET_UP:-}" ]; then
+  if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \
+          >/dev/null 2>&1; then
     say "installing the tensorflow extra (tensorflow-cpu, tensorboard)"
     python -m pip install -q -e '.[tensorflow]' || say "tensorflow-cpu install failed: tensorflow tests will skip"
-fi
-
-# MIT Kerberos's clients (kinit, klist): the secure-cluster checks that need no cluster use them.
-if ! command -v kinit >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  fi
+  # MIT Kerberos's clients (kinit, klist): the secure-cluster checks that need no cluster use them.
+  if ! command -v kinit >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing krb5-user (kinit, klist) with apt-get"
     subm_apt_install krb5-user 2>/dev/null || say "krb5-user not installed: the Kerberos checks that need kinit will skip"
-fi
-
-if bash scripts/docker-up.sh; then
+  fi
+  if bash scripts/docker-up.sh; then
     bash scripts/test-image.sh >/dev/null || say "test image not built: docker tests will skip"
-else
+  else
     echo "docker unavailable: docker tests will skip"
+  fi
+  export SUBM_TEST_SET_UP=1
 fi
 
-if [ -z "${HADOOP_CONF_DIR:-}" ] && [ -f /tmp/yarn-rig/env.sh ]; then
-    echo "yarn tests skip without HADOOP_CONF_DIR; to run them on the rig: source /tmp/yarn-rig/env.sh && bash scripts/test.sh -m yarn"
+# Can this machine run the project's rig? (Java runs it; Maven fetches Hadoop once.)
+rig_possible() { command -v java >/dev/null 2>&1 && { command -v mvn >/dev/null 2>&1 || [ -d "${SUBM_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig}" ]; }; }
+# Do these pytest arguments select YARN tests? (A -m expression naming none of their markers does not.)
+wants_yarn() {
+  local prev="" a
+  for a in "$@"; do
+    if [ "$prev" = -m ]; then [[ $a =~ yarn|sharing|preemption|secure ]] && [[ ! $a =~ ^not\ yarn$ ]]; return; fi
+    prev=$a
+  done
+  return 0
+}
+
+started=$(date +%s)
+status=0
+pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrapper; WITH=none: no rig)
+  local name=$1 begun rc env=() with=scripts/with-rig.sh
+  shift
+  while [ "$1" != -- ]; do
+    case $1 in WITH=*) with=${1#WITH=} ;; *) env+=("$1") ;; esac
+    shift
+  done
+  shift
+  begun=$(date +%s)
+  if [ "$with" = none ]; then env "${env[@]}" bash scripts/test.sh -q "$@"
+  else env "${env[@]}" bash "$with" bash scripts/test.sh -q "$@"; fi
+  rc=$?
+  say "pass $name: exit $rc after $(( $(date +%s) - begun )) s; $(( $(date +%s) - started )) s in all"
+  [ "$status" = 0 ] && status=$rc
+}
+
+if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
+  if ! rig_possible; then
+    say "no Java or Maven here for the project's Hadoop rig: running the tests that need no cluster"
+    set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure"
+  else
+    pass "1 (plain rig, every test but docker_yarn, sharing, preemption, secure)" -- \
+      -m "not docker_yarn and not sharing and not preemption and not secure"
+    pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
+    pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
+    pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption
+    if [ "$(id -u)" = 0 ]; then
+      pass "5 (Kerberized rig, secure)" WITH=scripts/with-secure-rig.sh SUBM_SECURE_LCE=1 -- -m secure tests/test_secure_clusters_with_kerberos.py
+    else
+      say "pass 5 (secure) needs root (a KDC, users alice and bob): skipped"
+    fi
+    if [ -n "${SUBM_HADOOP_DIST:-}" ]; then
+      pass "6 (Docker-mode rig, docker_yarn)" RIG_DOCKER=1 -- -m docker_yarn
+    else
+      pass "6 (docker_yarn: no SUBM_HADOOP_DIST, they skip)" WITH=none SUBM_TEST_NO_RIG=1 -- -m docker_yarn
+    fi
+    exit "$status"
+  fi
+fi
+
+if [ -z "${HADOOP_CONF_DIR:-}" ] && [ -z "${SUBM_TEST_NO_RIG:-}" ] && wants_yarn "$@" && rig_possible; then
+  say "no HADOOP_CONF_DIR: starting the project's rig for these tests (scripts/with-rig.sh)"
+  exec bash scripts/with-rig.sh bash scripts/test.sh "$@"
 fi
 
 python -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
-    say "pytest collected no tests (exit 5); counting that as success"
-    rc=0
+  say "pytest collected no tests (exit 5); counting that as success"
+  rc=0
 fi
 exit "$rc"

@@ -25,6 +25,18 @@ YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
+#: The one reason CI lets a YARN test skip: Hadoop's setuid container-executor (the
+#: LinuxContainerExecutor, YARN's Docker runtime) ships only in Apache's binary tarballs, which
+#: no registry serves; such tests run where SUBM_HADOOP_DIST names an unpacked distribution.
+NO_CONTAINER_EXECUTOR = "needs Hadoop's container-executor"
+
+
+def skip_without_container_executor(what: str) -> None:
+    """Skip (a module) for want of Hadoop's setuid container-executor, even in CI (see above)."""
+    pytest.skip(f"{NO_CONTAINER_EXECUTOR} ({what}): only Apache's binary distributions carry it; set "
+                "SUBM_HADOOP_DIST to an unpacked one (docs/testing.md)", allow_module_level=True)
+
+
 def skip_without_yarn(reason: str) -> None:
     """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure."""
     if IN_CI:
@@ -36,7 +48,7 @@ def require_yarn() -> str:
     """The URL of the ResourceManager of the cluster HADOOP_CONF_DIR names, for a module of yarn
     tests; without one that answers, the module skips (in CI: fails)."""
     if not YARN_CONF_DIR:
-        skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+        skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
     import requests
 
     from submarine_py.backends.yarn.rest import rm_address
@@ -46,7 +58,7 @@ def require_yarn() -> str:
         requests.get(f"{rm}/ws/v1/cluster/info", timeout=3).raise_for_status()
     except requests.RequestException as exc:
         skip_without_yarn(f"no YARN cluster: the ResourceManager at {rm} does not answer ({type(exc).__name__}); "
-                          "start ../shared/yarn-rig/up.sh")
+                          "start one: bash scripts/rig.sh up DIR")
     return rm
 
 
@@ -56,8 +68,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "docker_yarn", "sharing", "preemption", "secure"))
-    if IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if (IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail")
+            and NO_CONTAINER_EXECUTOR not in reason):
         report.outcome = "failed"
         report.longrepr = f"CI runs every yarn test, but this one skipped: {reason}"
 
@@ -80,6 +93,73 @@ def skein_drivers(tmp_path_factory: pytest.TempPathFactory):
         stop_drivers(str(home))
 
 
+def python_without(root: Path, hidden: Tuple[str, ...]) -> str:
+    """Make ``root`` a virtualenv that holds this interpreter's environment but for the packages
+    whose entries in site-packages start with one of ``hidden`` (case-insensitively: modules,
+    their ``.dist-info``, their ``.libs``); returns its interpreter's path.
+
+    Nothing is copied or installed: every other entry of this environment's site-packages
+    (``.pth`` files included) is a symlink, and its ``bin`` has this environment's console
+    scripts (``torchrun``, ``tensorboard``, ...) started by its own interpreter, but for those
+    that import a hidden package. For the hidden packages, ``import`` fails,
+    ``importlib.util.find_spec`` answers None and ``importlib.metadata`` knows no version: as
+    where they were never installed.
+    """
+    import re
+    import site
+    import venv
+
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(root)
+    python = root / "bin" / "python"
+    target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                 capture_output=True, text=True, check=True).stdout.strip())
+    prefixes = tuple(name.lower() for name in hidden)
+    for folder in dict.fromkeys(site.getsitepackages()):
+        if not os.path.isdir(folder):
+            continue
+        for entry in sorted(os.listdir(folder)):
+            link = target / entry
+            if entry.lower().startswith(prefixes) or os.path.lexists(link):
+                continue
+            link.symlink_to(os.path.join(folder, entry))
+    imports_hidden = re.compile(r"^\s*(from|import)\s+(%s)\b" % "|".join(map(re.escape, hidden)), re.M)
+    own_bin = Path(sys.prefix) / "bin"
+    for script in sorted(own_bin.iterdir()) if own_bin.is_dir() else ():
+        copy = root / "bin" / script.name
+        if copy.exists() or not script.is_file():
+            continue
+        try:
+            text = script.read_text()
+        except (OSError, UnicodeDecodeError):  # a binary
+            continue
+        first, _, body = text.partition("\n")
+        if not first.startswith("#!") or Path(first[2:].strip()).parent != own_bin or imports_hidden.search(body):
+            continue
+        copy.write_text(f"#!{python}\n{body}")
+        copy.chmod(0o755)
+    probe = "import importlib.util as u, sys; sys.exit(any(u.find_spec(n) for n in sys.argv[1:]))"
+    if subprocess.run([str(python), "-c", probe, *hidden]).returncode:
+        pytest.fail(f"{python} still finds one of {hidden}")
+    return str(python)
+
+
+@pytest.fixture(scope="session")
+def torch_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter whose environment is a PyTorch user's: this one's packages (torch,
+    TensorBoard, submarine-py's own) without TensorFlow (see :func:`python_without`; made in
+    a moment, a few hundred symlinks). Run PyTorch test programs with it.
+
+    Why: the project's venv holds both frameworks, which a PyTorch user's seldom does, and
+    with TensorFlow loaded in the same process (``torch.utils.tensorboard`` loads it when it is
+    installed) each DDP worker of torch 2.13 and TensorFlow 2.21 dies of a segmentation fault,
+    ``torchrun`` alike: not our code, and not our users' environments. Locally a job's tasks run
+    the interpreter that runs ``subm`` (``subm(..., python=torch_only_python)``); on YARN, the
+    job file's ``environment: {python: ...}``. Every node of the rigs is this machine, so the
+    NodeManagers read it where it is.
+    """
+    return python_without(tmp_path_factory.mktemp("torch-only-venv"), ("tensorflow",))
+
+
 @pytest.fixture(autouse=True)
 def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private SUBM_HOME for every test; no backend choice leaks in from the caller."""
@@ -99,14 +179,17 @@ def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def subm_argv(*args: str) -> List[str]:
-    return [sys.executable, "-m", "submarine_py.cli", *args]
+def subm_argv(*args: str, python: Optional[str] = None) -> List[str]:
+    """``subm ARGS...`` run by ``python`` (by default this interpreter)."""
+    return [python or sys.executable, "-m", "submarine_py.cli", *args]
 
 
 def subm(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None,
-         timeout: float = 120) -> Tuple[int, str, str]:
-    """Run ``subm ARGS...`` as a real process; returns (exit code, stdout, stderr)."""
-    proc = subprocess.run(subm_argv(*args), env=subm_env(env), cwd=cwd, capture_output=True,
+         timeout: float = 120, python: Optional[str] = None) -> Tuple[int, str, str]:
+    """Run ``subm ARGS...`` as a real process; returns (exit code, stdout, stderr).
+    ``python``: the interpreter that runs it (and so, on the local backend, the job's tasks),
+    such as :func:`torch_only_python`'s; by default this one."""
+    proc = subprocess.run(subm_argv(*args, python=python), env=subm_env(env), cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import pytest
 import requests
 
-from conftest import REPO, skip_without_yarn
+from conftest import REPO, skip_without_container_executor, skip_without_yarn
 
 RIG_DIR = os.environ.get("SUBM_DOCKER_RIG", "")
 
@@ -33,6 +33,8 @@ RIG_DIR = os.environ.get("SUBM_DOCKER_RIG", "")
 def docker_rig() -> Dict[str, Any]:
     """The rig's facts; skips (in CI: fails) where there is none."""
     if not RIG_DIR:
+        if not os.environ.get("SUBM_HADOOP_DIST"):
+            skip_without_container_executor("YARN's Docker runtime")
         skip_without_yarn("no Docker-mode YARN rig: set SUBM_DOCKER_RIG to the folder of "
                           "`RIG_DOCKER=1 scripts/rig.sh up DIR`")
     path = Path(RIG_DIR) / "docker-rig.json"

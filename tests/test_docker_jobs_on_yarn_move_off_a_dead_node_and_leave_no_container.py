@@ -3,7 +3,7 @@ and its containers killed like a machine that fails) moves the gang to other nod
 ``subm kill`` leaves no Docker container behind, not even a stopped one.
 
 Needs the Docker-mode rig with 2 nodes or more (``docker_yarn``: see tests/docker_rig.py); the
-node is killed with ../shared/yarn-rig/node.sh (``FORCE=1 node.sh stop N``) and started again.
+node is killed with scripts/rig/node.sh (``FORCE=1 node.sh stop N``) and started again.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from docker_rig import RigUser, docker_containers, docker_rig, rm_get
 
 pytestmark = pytest.mark.docker_yarn
 
-NODE_SH = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig") / "node.sh"
+NODE_SH = REPO / "scripts" / "rig" / "node.sh"
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ before anything is written, every problem named by its key.
 """
 import configparser
 import os
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 import zipfile
@@ -19,13 +20,8 @@ from submarine_py.hadoopconf import DEFAULTS, FILES, mount_warnings, render_hado
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
-#: The shared rig carries both distributions (hadoop-<version>-yarn.tar.xz).
-SHARED_RIG = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig")
-#: Where an unpacked distribution may already be: the plain rig's, the Docker-mode rig's.
-UNPACKED = {"3.1.1": os.environ.get("HADOOP_311_HOME") or os.environ.get("HADOOP_HOME") or "/opt/hadoop-3.1.1",
-            "3.1.2": os.environ.get("HADOOP_312_HOME") or "/opt/subm-rig/hadoop-3.1.2"}
-#: The jars the checks below read, inside a distribution.
-JARS = ("share/hadoop/yarn/hadoop-yarn-common-{v}.jar", "share/hadoop/yarn/hadoop-yarn-server-nodemanager-{v}.jar")
+#: The jars the checks below read (Apache's artifacts, as Maven Central names them).
+JARS = ("hadoop-yarn-common-{v}.jar", "hadoop-yarn-server-nodemanager-{v}.jar")
 
 
 def props(xml_text: str) -> dict:
@@ -283,7 +279,7 @@ def test_the_committed_example_files_are_the_defaults_rendered():
 
 def test_every_yarn_site_property_exists_in_hadoop_3_1_1(hadoop_311):
     """A misspelt property is silently ignored by Hadoop; check the names against yarn-default.xml."""
-    with zipfile.ZipFile(hadoop_311 / "share/hadoop/yarn/hadoop-yarn-common-3.1.1.jar") as jar:
+    with zipfile.ZipFile(hadoop_311 / "hadoop-yarn-common-3.1.1.jar") as jar:
         known = set(props(jar.read("yarn-default.xml").decode()))
     for values in ({}, {"nvidia_smi_path": "/usr/bin/nvidia-smi"}, {"gpu_docker_plugin": "nvidia-docker-v2"},
                    {"gpu_plugin": False, "cgroups_mount": True}):
@@ -296,12 +292,12 @@ NM_GPU = "org/apache/hadoop/yarn/server/nodemanager/containermanager/resourceplu
 
 
 def _classes(home: Path, version: str) -> set:
-    with zipfile.ZipFile(home / f"share/hadoop/yarn/hadoop-yarn-server-nodemanager-{version}.jar") as jar:
+    with zipfile.ZipFile(home / f"hadoop-yarn-server-nodemanager-{version}.jar") as jar:
         return set(jar.namelist())
 
 
 def test_every_yarn_site_property_and_both_gpu_docker_plugins_exist_in_hadoop_3_1_2(hadoop_312):
-    with zipfile.ZipFile(hadoop_312 / "share/hadoop/yarn/hadoop-yarn-common-3.1.2.jar") as jar:
+    with zipfile.ZipFile(hadoop_312 / "hadoop-yarn-common-3.1.2.jar") as jar:
         known = set(props(jar.read("yarn-default.xml").decode()))
     for values in ({}, {"gpu_docker_plugin": "nvidia-docker-v2"}, {"gpu_plugin": False}):
         assert set(props(render_hadoop_conf(values)["yarn-site.xml"])) - known == set()
@@ -310,17 +306,20 @@ def test_every_yarn_site_property_and_both_gpu_docker_plugins_exist_in_hadoop_3_
 
 
 def hadoop(version: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Hadoop distribution's home holding :data:`JARS`: one unpacked already, else those jars
-    taken out of the shared rig's tarball (seconds), so that a fresh machine checks them too."""
-    home = Path(UNPACKED[version])
-    if all((home / jar.format(v=version)).exists() for jar in JARS):
-        return home
-    tarball = SHARED_RIG / f"hadoop-{version}-yarn.tar.xz"
-    if not tarball.exists():
-        pytest.skip(f"needs a Hadoop {version} distribution: {home} or {tarball}")
+    """A folder holding :data:`JARS` of Hadoop ``version``: the project rig's (scripts/rig.sh
+    keeps each version it ran in ``~/.cache/subm-rig/hadoop-<version>/lib``), else the two jars
+    fetched from Maven Central by Maven (seconds once in ``~/.m2``), so a fresh machine checks them too."""
+    cache = Path(os.environ.get("SUBM_RIG_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "subm-rig") / f"hadoop-{version}" / "lib"
+    if all((cache / jar.format(v=version)).exists() for jar in JARS):
+        return cache
+    if not shutil.which("mvn"):
+        pytest.skip(f"needs Hadoop {version}'s jars: {cache}, or Maven to fetch them")
     out = tmp_path_factory.mktemp(f"hadoop-{version}")
-    members = [f"hadoop-{version}/" + jar.format(v=version) for jar in JARS]
-    subprocess.run(["tar", "-C", str(out), "--strip-components=1", "-xJf", str(tarball), *members], check=True)
+    for jar in JARS:
+        artifact = jar.format(v=version)[: -len(f"-{version}.jar")]
+        subprocess.run(["mvn", "-B", "-q", "dependency:copy", f"-Dartifact=org.apache.hadoop:{artifact}:{version}",
+                        f"-DoutputDirectory={out}"], check=True, cwd=out, capture_output=True, timeout=300)
     return out
 
 

@@ -25,7 +25,7 @@ import requests
 from conftest import REPO, YARN_CONF_DIR, run_json, skip_without_yarn, start_subm, subm, wait_for
 
 if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)")
+    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
 
 from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
 from submarine_py.backends.yarn.skein_driver import stop_driver  # noqa: E402
@@ -33,7 +33,6 @@ from submarine_py.backends.yarn.skein_driver import stop_driver  # noqa: E402
 pytestmark = pytest.mark.yarn
 
 JOBS = Path(__file__).resolve().parent / "yarn_jobs"
-SHARED_RIG = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig")
 FINAL = ("FINISHED", "FAILED", "KILLED")
 
 
@@ -62,11 +61,9 @@ def cluster_b():
 
     Its folder is not one of pytest's temporary ones: pytest removes those of older
     sessions, and other sessions may start meanwhile."""
-    if not (SHARED_RIG / "up.sh").exists():
-        skip_without_yarn(f"no yarn-rig at {SHARED_RIG} to start a second cluster (set SUBM_YARN_RIG)")
     directory = Path(tempfile.mkdtemp(prefix="subm-rig-b."))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIG_") and k != "HADOOP_CONF_DIR"}
-    env.update(RIG_NODES="2", SUBM_YARN_RIG=str(SHARED_RIG))
+    env.update(RIG_NODES="2")
     up = subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "up", str(directory)], env=env,
                         capture_output=True, text=True, timeout=600)
     try:

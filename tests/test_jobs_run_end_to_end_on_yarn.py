@@ -2,7 +2,7 @@
 
 Every test runs ``subm ... --backend yarn`` as a real process and checks what YARN
 itself says (RM and NM REST APIs), not only what ``subm`` reports. The cluster is
-the one ``HADOOP_CONF_DIR`` names; ``../shared/yarn-rig`` starts a single-node one
+the one ``HADOOP_CONF_DIR`` names; ``scripts/rig.sh up DIR`` starts one
 whose node offers 16 GiB, 16 vcores and 4 ``yarn.io/gpu``. Job files are in
 ``tests/yarn_jobs/``. Some jobs wait for a marker file the test creates, so they
 assume tasks and tests share a filesystem (true on a single-node rig).

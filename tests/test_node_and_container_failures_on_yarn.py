@@ -1,7 +1,7 @@
 """Faults on a real YARN: a node that dies, containers that never start, an AM that is lost.
 
 Like ``test_jobs_run_end_to_end_on_yarn.py``, against the cluster ``HADOOP_CONF_DIR`` names. Killing a node needs a
-multi-node rig made by ``../shared/yarn-rig`` (or ``SUBM_YARN_RIG``) whose ``RIG_DIR`` is
+multi-node rig made by ``scripts/rig.sh`` whose ``RIG_DIR`` is
 exported (``source $RIG_DIR/env.sh`` does it) and whose conf is ``HADOOP_CONF_DIR``: CI's rig.
 The shared rig in /tmp/yarn-rig is left alone unless ``SUBM_RIG_KILLABLE=1``.
 
@@ -81,9 +81,7 @@ def killable_rig() -> Optional[Dict[str, Any]]:
         return None
     if rig == Path("/tmp/yarn-rig") and os.environ.get("SUBM_RIG_KILLABLE") != "1":
         return None  # the rig everyone on this machine shares
-    node_sh = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig") / "node.sh"
-    if not node_sh.is_file():
-        return None
+    node_sh = REPO / "scripts" / "rig" / "node.sh"
     nodes = {}
     for conf in sorted(rig.glob("node*/conf/yarn-site.xml")):
         for prop in ET.parse(conf).getroot().iter("property"):
@@ -96,8 +94,8 @@ RIG = killable_rig()
 # In CI (CI=true) a skip is reported as a failure (conftest): CI's rig is killable.
 needs_killable_rig = pytest.mark.skipif(
     RIG is None,
-    reason="no multi-node rig of this test's own to kill a node of: export RIG_DIR of a rig from "
-           "../shared/yarn-rig (RIG_NODES>=2) whose conf is HADOOP_CONF_DIR (CI's rig does)")
+    reason="no multi-node rig of this test's own to kill a node of: export RIG_DIR of a rig of "
+           "scripts/rig.sh (RIG_NODES>=2) whose conf is HADOOP_CONF_DIR (CI's rig does)")
 
 
 def node_sh(action: str, n: int, force: bool = False) -> None:

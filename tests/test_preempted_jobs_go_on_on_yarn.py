@@ -20,12 +20,11 @@ from typing import Any, Dict, Optional
 import pytest
 import requests
 
-from conftest import REPO, run_json, skip_without_yarn, subm, wait_for
+from conftest import REPO, YARN_CONF_DIR, run_json, subm, wait_for
 
 pytestmark = pytest.mark.yarn
 
 JOBS = Path(__file__).resolve().parent / "yarn_jobs"
-SHARED_RIG = Path(os.environ.get("SUBM_YARN_RIG") or REPO.parent / "shared" / "yarn-rig")
 FINAL = ("FINISHED", "FAILED", "KILLED")
 
 
@@ -68,13 +67,17 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def two_teams():
-    """3 nodes, 2 GPUs each; queues teama and teamb at 50 %; YARN's preemption monitor on."""
-    if not (SHARED_RIG / "up.sh").exists():
-        skip_without_yarn(f"no yarn-rig at {SHARED_RIG} to start a cluster with queues (set SUBM_YARN_RIG)")
+    """3 nodes, 2 GPUs each; queues teama and teamb at 50 %; YARN's preemption monitor on: the
+    rig HADOOP_CONF_DIR names where it is one (CI's preemption pass), else one of the module's own."""
+    ours = os.environ.get("RIG_DIR")
+    if (ours and YARN_CONF_DIR and Path(YARN_CONF_DIR).resolve() == Path(ours).resolve() / "conf"
+            and os.environ.get("RIG_PREEMPTION") == "1" and os.environ.get("RIG_QUEUES") == "teama:50,teamb:50"
+            and os.environ.get("RIG_GPUS") == "2" and os.environ.get("RIG_NODES") == "3"):
+        yield Cluster(Path(ours))
+        return
     directory = Path(tempfile.mkdtemp(prefix="subm-rig-teams."))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIG_") and k != "HADOOP_CONF_DIR"}
-    env.update(RIG_NODES="3", RIG_GPUS="2", RIG_QUEUES="teama:50,teamb:50", RIG_PREEMPTION="1",
-               SUBM_YARN_RIG=str(SHARED_RIG))
+    env.update(RIG_NODES="3", RIG_GPUS="2", RIG_QUEUES="teama:50,teamb:50", RIG_PREEMPTION="1")
     up = subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "up", str(directory)], env=env,
                         capture_output=True, text=True, timeout=600)
     try:

@@ -60,7 +60,7 @@ def test_the_skein_spec_runs_the_executor_with_the_images_python():
 
 def _rig() -> str:
     if not YARN_CONF_DIR:
-        return "no YARN cluster: set HADOOP_CONF_DIR (see ../shared/yarn-rig)"
+        return "no YARN cluster: set HADOOP_CONF_DIR (bash scripts/rig.sh up DIR)"
     from submarine_py.backends.yarn.rest import rm_address
 
     try:

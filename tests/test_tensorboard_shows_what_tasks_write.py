@@ -4,6 +4,9 @@ they run, the ``tensorboard_url`` of ``subm status --output json`` serves those 
 TensorBoard's scalars API; the text status and the AM's page show the same URL. The job still
 ends SUCCEEDED when its workers do, with TensorBoard stopped and nothing left running.
 
+Each job runs in an environment shaped like its framework's users': the PyTorch one without
+TensorFlow (conftest's ``torch_only_python``), the TensorFlow one in the project's venv.
+
 The same on YARN: test_tensorboard_shows_what_tasks_write_on_yarn.py.
 """
 import importlib.util
@@ -41,6 +44,15 @@ JOBS = {
         files: [tensorboard_scalars.py]
         """ % STEPS, ["chief-0"]),
 }
+#: The fixture giving the interpreter each kind's job runs (None: the one running the tests).
+#: torch and TensorFlow in one process kill DDP's workers (see conftest.torch_only_python).
+PYTHONS = {"torch": "torch_only_python", "tensorflow": None}
+
+
+def python_for(kind: str, request: pytest.FixtureRequest):
+    """The interpreter for ``kind``'s job (see PYTHONS); None for the one running the tests."""
+    return request.getfixturevalue(PYTHONS[kind]) if PYTHONS[kind] else None
+
 
 pytestmark = [pytest.mark.local,
               pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None,
@@ -76,12 +88,14 @@ def losses_while_running(app_id: str, runs, env=None):
 
 @pytest.mark.parametrize("kind", [pytest.param("torch", marks=pytest.mark.torch),
                                   pytest.param("tensorflow", marks=pytest.mark.tensorflow)])
-def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs(kind, tmp_path, subm_home, no_leftovers):
+def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs(kind, tmp_path, subm_home, no_leftovers,
+                                                                      request):
     if importlib.util.find_spec(kind) is None:
         pytest.skip(f"{kind} is not installed")
     spec, runs = JOBS[kind]
     job = write_job(tmp_path, spec, files={"tensorboard_scalars.py": PROGRAM.read_text()})
-    rc, out, err = subm("run", str(job), "--backend", "local", "--detach")
+    # Locally a job's tasks (TensorBoard's too) run the interpreter that runs subm.
+    rc, out, err = subm("run", str(job), "--backend", "local", "--detach", python=python_for(kind, request))
     assert rc == 0, err
     app_id = out.strip()
     no_leftovers.append(app_id)

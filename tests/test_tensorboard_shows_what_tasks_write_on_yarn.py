@@ -18,7 +18,7 @@ import requests
 
 from conftest import (describe_processes, processes_of, require_yarn, run_json, subm,
                       wait_for, write_job)
-from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running
+from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running, python_for
 
 require_yarn()
 
@@ -32,14 +32,18 @@ pytestmark = [pytest.mark.yarn,
 
 @pytest.mark.parametrize("kind", [pytest.param("torch", marks=pytest.mark.torch),
                                   pytest.param("tensorflow", marks=pytest.mark.tensorflow)])
-def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(kind, tmp_path, apps):
+def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(kind, tmp_path, apps, request):
     if importlib.util.find_spec(kind) is None:
         pytest.skip(f"{kind} is not installed")
     spec, runs = JOBS[kind]
     shared_root = tmp_path / "nfs"
     shared_root.mkdir()
+    extra = f"shared_dir: {shared_root}\ntags: [subm-test]\n"
+    python = python_for(kind, request)
+    if python:  # the job's own environment (the AM's, its tasks', TensorBoard's), as its users' is
+        extra += f"environment: {{python: {python}}}\n"
     # write_job dedents the whole text: the spec's own indentation must go before adding to it.
-    job = write_job(tmp_path / "job", textwrap.dedent(spec) + f"shared_dir: {shared_root}\ntags: [subm-test]\n",
+    job = write_job(tmp_path / "job", textwrap.dedent(spec) + extra,
                     files={"tensorboard_scalars.py": PROGRAM.read_text()})
     rc, out, err = subm("run", str(job), "--backend", "yarn", "--detach", env=YARN)
     assert rc == 0, err
