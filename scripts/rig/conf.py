@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Dict, List
 from xml.sax.saxutils import escape
 
+import secure_conf  # noqa: E402  (beside this file)
+
 #: Every node's DataNode listens on its own address, but also on ports of its own: a DataNode's
 #: registration carries the address its RPC came from (127.0.0.1 for all of them on loopback),
 #: and the NameNode takes two DataNodes of one address and port for one node.
@@ -32,7 +34,15 @@ def env(name: str, default: str = "") -> str:
 
 
 def node_host(i: int) -> str:
+    """Node i's address; with RIG_KERBEROS=1 its name, nm<i>.rig.test (principals name hosts)."""
+    if secure_conf.enabled():
+        return secure_conf.node_name(i)
     return f"127.0.0.{int(env('RIG_NODE_BASE', '40')) + i}"
+
+
+def master_host() -> str:
+    """The NameNode's and the ResourceManager's address: RIG_HOST, or rm.rig.test with Kerberos."""
+    return secure_conf.MASTER if secure_conf.enabled() else env("RIG_HOST", "127.0.0.3")
 
 
 def write_site(path: Path, props: Dict[str, str]) -> None:
@@ -41,8 +51,8 @@ def write_site(path: Path, props: Dict[str, str]) -> None:
     path.write_text(f'<?xml version="1.0"?>\n<configuration>\n{rows}</configuration>\n')
 
 
-def core(rig: Path) -> Dict[str, str]:
-    host = env("RIG_HOST", "127.0.0.3")
+def core(rig: Path, i: int = 0) -> Dict[str, str]:
+    host = master_host()
     props = {
         "fs.defaultFS": f"hdfs://{host}:8020",
         "hadoop.tmp.dir": str(rig / "tmp"),
@@ -51,12 +61,14 @@ def core(rig: Path) -> Dict[str, str]:
         "hadoop.http.authentication.simple.anonymous.allowed": "true",
         "hadoop.http.authentication.signature.secret.file": str(rig / "http-secret"),
     }
+    if secure_conf.enabled():
+        props.update(secure_conf.core(node_host(i) if i else host))
     return props
 
 
 def hdfs(rig: Path, i: int = 0) -> Dict[str, str]:
     """The NameNode's settings (i = 0) or node i's DataNode's."""
-    host = env("RIG_HOST", "127.0.0.3")
+    host = master_host()
     nodes = int(env("RIG_NODES", "3"))
     props = {
         "dfs.namenode.rpc-address": f"{host}:8020",
@@ -82,12 +94,14 @@ def hdfs(rig: Path, i: int = 0) -> Dict[str, str]:
         props["dfs.datanode.data.dir"] = str(rig / f"node{i}" / "hdfs-data")
         for key, port in DN_PORTS.items():
             props[f"dfs.datanode.{key}"] = f"{node_host(i)}:{port + 100 * i}"
+    if secure_conf.enabled():
+        props.update(secure_conf.hdfs(node_host(i) if i else host))
     return props
 
 
 def yarn(rig: Path, i: int = 0) -> Dict[str, str]:
     """The ResourceManager's and the client's settings (i = 0) or node i's NodeManager's."""
-    host = env("RIG_HOST", "127.0.0.3")
+    host = master_host()
     mem, vcores = env("RIG_MEM_MB", "16384"), env("RIG_VCORES", "16")
     props = {
         "yarn.resourcemanager.hostname": host,
@@ -133,6 +147,8 @@ def yarn(rig: Path, i: int = 0) -> Dict[str, str]:
             "yarn.nodemanager.local-dirs": str(node / "nm-local"),
             "yarn.nodemanager.log-dirs": str(node / "nm-logs"),
         })
+    if secure_conf.enabled():
+        props.update(secure_conf.yarn(node_host(i) if i else host))
     return props
 
 
@@ -156,17 +172,20 @@ def queues() -> Dict[str, str]:
             f"{q}.acl_submit_applications": "*",
             f"{q}.acl_administer_queue": "*",
         })
+    if secure_conf.enabled():
+        props.update(secure_conf.queue_acls(name for name, _ in spec))
     return props
 
 
 def hadoop_env(logs: Path) -> str:
     return (f"export HADOOP_LOG_DIR={logs}/logs\n"
-            f"export HADOOP_PID_DIR={logs}/pids\n")
+            f"export HADOOP_PID_DIR={logs}/pids\n"
+            + (secure_conf.hadoop_env() if secure_conf.enabled() else ""))
 
 
 def write_conf(folder: Path, rig: Path, i: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    write_site(folder / "core-site.xml", core(rig))
+    write_site(folder / "core-site.xml", core(rig, i))
     write_site(folder / "hdfs-site.xml", hdfs(rig, i))
     write_site(folder / "yarn-site.xml", yarn(rig, i))
     write_site(folder / "capacity-scheduler.xml", queues())
