@@ -61,9 +61,12 @@ PROBE = textwrap.dedent("""\
     import os, sys, json, skein
     repo, venv = sys.argv[1], sys.argv[2]
     script = '''
-    for p in {repo} {venv} /root/.pyenv /tmp/rig-probe-marker; do [ -e "$p" ] && echo "SEES $p"; done
+    for p in {repo}/pyproject.toml {venv}/bin/python /root/.pyenv /tmp/rig-probe-marker; do
+      [ -e "$p" ] && echo "SEES $p"
+    done
     /usr/bin/python3 -c "import skein" 2>/dev/null && echo "SEES skein in the node's python3"
-    hdfs dfs -cat /tmp/rig-probe.txt | sed "s/^/HDFS /"
+    echo "PYTHON $(command -v python3)"
+    "$HADOOP_COMMON_HOME/bin/hdfs" dfs -cat /tmp/rig-probe.txt | sed "s/^/HDFS /"
     echo "JAVA $(test -x "$JAVA_HOME/bin/java" && echo yes)"
     '''.format(repo=repo, venv=venv)
     spec = skein.ApplicationSpec(name="rig-probe", master=skein.Master(
@@ -113,8 +116,9 @@ def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(is
     marker.unlink()
     assert probe.returncode == 0, probe.stderr[-3000:]
     result = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
-    logs = list(isolated_rig.glob(f"node1/nm-logs/{result['app']}/*/application.master.log"))
-    said = logs[0].read_text() if logs else ""
+    # skein's AM logs as application.master.log, the script it runs as application.driver.log
+    said = "".join(log.read_text() for log in isolated_rig.glob(f"node1/nm-logs/{result['app']}/*/*.log"))
     assert result["status"] == "SUCCEEDED", said
     assert "SEES" not in said, said
     assert "HDFS shipped through HDFS" in said and "JAVA yes" in said, said
+    assert "PYTHON /usr/bin/python3" in said, said  # the node's own, not the submitter's
