@@ -101,6 +101,10 @@ fi
 
 if [ -z "${HADOOP_CONF_DIR:-}" ] && [ -z "${SUBM_TEST_NO_RIG:-}" ] && wants_yarn "$@" && rig_possible; then
   say "no HADOOP_CONF_DIR: starting the project's rig for these tests (scripts/with-rig.sh)"
+  case " $* " in  # the sharing and preemption tests need two team queues of 3 nodes with 2 GPUs
+    *" -m sharing "*) export RIG_QUEUES=${RIG_QUEUES:-teama:50,teamb:50} RIG_GPUS=${RIG_GPUS:-2} ;;
+    *" -m preemption "*) export RIG_QUEUES=${RIG_QUEUES:-teama:50,teamb:50} RIG_GPUS=${RIG_GPUS:-2} RIG_PREEMPTION=${RIG_PREEMPTION:-1} ;;
+  esac
   exec bash scripts/with-rig.sh bash scripts/test.sh "$@"
 fi
 
