@@ -108,7 +108,7 @@ nodes_free() {  # nodes_free BASE
 }
 masters_free() { free "$1" 8020 8030 8031 8032 8033 8088 9870; }
 if [ -z "${RIG_HOST:-}" ]; then
-  for pair in 3:40 5:80 7:120 8:160 9:200; do
+  for pair in 3:40 5:100 7:120 8:160 9:200; do  # never 127.0.0.80-82: the Kerberized rig's
     h=127.0.0.${pair%%:*} b=${pair##*:}
     if masters_free "$h" && nodes_free "$b"; then RIG_HOST=$h RIG_NODE_BASE=$b; break; fi
   done
