@@ -6,11 +6,10 @@ gang grows (elastic) and a sweep ask for nothing with the application: their AM 
 holding nothing. Pure logic: a stand-in RM and skein client."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import List
 
 import pytest
 
+from fake_skein import FakeApp, skein_container
 from submarine_py.backends.yarn.capacity import admit_at_submission, whole_gang
 from submarine_py.backends.yarn.containers import YarnContainers
 from submarine_py.jobfile import spec_from_dict
@@ -68,32 +67,6 @@ def test_elastic_jobs_and_sweeps_leave_every_container_to_their_am():
         "instances": {"min": 2, "max": 4}, "command": "x"}}}))
     assert whole_gang(elastic) is None and not admit_at_submission(elastic, FakeRM(), now=1).fits
     assert whole_gang(plan_of(3)) is not None
-
-
-def skein_container(service: str, instance: int, state: str = "REQUESTED"):
-    return SimpleNamespace(id=f"{service}_{instance}", service_name=service, instance=instance, state=state,
-                           yarn_container_id=None, yarn_node_http_address=None, exit_message="", start_time=None)
-
-
-class FakeApp:
-    def __init__(self, containers):
-        self.all = {c.id: c for c in containers}
-        self.added: List[str] = []
-        self.killed: List[str] = []
-
-    def get_containers(self, services=None, states=None):
-        return [c for c in self.all.values() if (not states or c.state in states)
-                and (not services or c.service_name in services)]
-
-    def add_container(self, service, env):
-        c = skein_container(service, len(self.all))
-        self.all[c.id] = c
-        self.added.append(c.id)
-        return c
-
-    def kill_container(self, cid):
-        self.killed.append(cid)
-        self.all[cid].state = "KILLED"
 
 
 def test_the_am_takes_the_containers_asked_for_with_the_application_as_its_first_gang():

@@ -7,11 +7,11 @@ an executor the AM no longer knows is told to leave; a waiting job's report says
 counts for it. Pure logic: a stand-in skein client and RM."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List
 
 import pytest
 
+from fake_skein import FakeApp, skein_container
 from submarine_py.am.admission import Verdict
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.backends.yarn.containers import YarnContainers
@@ -26,46 +26,6 @@ def plan_of(workers: int, gpus: int = 1):
     return make_plan(spec_from_dict({"name": "t", "restart": {"policy": "gang", "max_restarts": 2}, "roles": {
         "worker": {"instances": workers, "command": "x",
                    "resources": {"memory": "1 GiB", "vcores": 1, "gpus": gpus}}}}))
-
-
-def skein_container(service: str, instance: int, state: str = "REQUESTED"):
-    return SimpleNamespace(id=f"{service}_{instance}", service_name=service, instance=instance, state=state,
-                           yarn_container_id=f"container_1_0001_01_{instance + 2:06d}",
-                           yarn_node_http_address="n0:8042", exit_message="", start_time=None)
-
-
-class FakeApp:
-    """skein's ApplicationClient as the AM uses it. ``on_read``/``on_add``: what happens while
-    the AM waits for skein's answer (executors registering, say)."""
-
-    def __init__(self, containers):
-        self.all = {c.id: c for c in containers}
-        self.added: List[str] = []
-        self.killed: List[str] = []
-        self.on_read: Optional[Callable[[], None]] = None
-        self.on_add: Optional[Callable[[str], None]] = None
-
-    def get_containers(self, services=None, states=None):
-        if self.on_read is not None:
-            hook, self.on_read = self.on_read, None
-            hook()
-        return [c for c in self.all.values() if (not states or c.state in states)
-                and (not services or c.service_name in services)]
-
-    def add_container(self, service, env):
-        c = skein_container(service, len(self.all))
-        self.all[c.id] = c
-        self.added.append(c.id)
-        if self.on_add is not None:
-            self.on_add(c.id)
-        return c
-
-    def kill_container(self, cid):
-        self.killed.append(cid)
-        self.all[cid].state = "KILLED"
-
-    def set_progress(self, value):
-        pass
 
 
 def register(am: ApplicationMaster, ex: str, index: int) -> Dict:
@@ -100,7 +60,7 @@ def held(app: FakeApp) -> List[str]:
 
 def asked_with_the_application(workers: int):
     plan = plan_of(workers)
-    app = FakeApp([skein_container("worker", i, "RUNNING") for i in range(workers)])
+    app = FakeApp([skein_container("worker", i, "RUNNING", yarn=True) for i in range(workers)], yarn=True)
     yc = YarnContainers(app, plan, user="alice", gang_asked=True)
     return plan, app, yc, ApplicationMaster(plan, "application_1_0001", yc)
 
@@ -147,7 +107,7 @@ def test_a_gang_given_back_after_a_preemption_gives_back_every_container_yarn_li
         register(am, f"worker_{i}", i)
     assert am.job.phase == Phase.RUNNING
     # A container the AM does not track: granted to the job, its executor never given a task.
-    app.all["worker_9"] = skein_container("worker", 9, "RUNNING")
+    app.all["worker_9"] = skein_container("worker", 9, "RUNNING", yarn=True)
     # YARN takes worker_2 back: the rest of the gang is useless and goes back, the job waits.
     yc.admit = lambda tasks, placement: Verdict(False, "waiting for 4 GPUs: 1 free")
     app.all["worker_2"].state = "KILLED"
@@ -169,7 +129,7 @@ def test_a_container_granted_to_a_running_job_that_no_task_uses_goes_back():
     one_round(am, app)
     for i in range(2):
         register(am, f"worker_{i}", i)
-    app.all["worker_5"] = skein_container("worker", 5, "RUNNING")
+    app.all["worker_5"] = skein_container("worker", 5, "RUNNING", yarn=True)
     reply = register(am, "worker_5", 1)  # came up: every task has its executor, it gets none
     assert reply["index"] is None
     am.allocation.reconcile_at = 0.0
