@@ -69,7 +69,7 @@ if [ "${RIG_DOCKER:-}" = 1 ]; then
   if ! [ -x "${SUBM_HADOOP_DIST:-/nonexistent}/bin/container-executor" ]; then
     say "RIG_DOCKER=1 needs Hadoop's setuid container-executor, which only Apache's binary tarballs carry: set SUBM_HADOOP_DIST to an unpacked distribution that has bin/container-executor"
   else
-    say "RIG_DOCKER=1: the Docker mode (scripts/rig-docker.sh) is not yet carried over to this rig"
+    say "RIG_DOCKER=1: the Docker mode is not yet carried over to this rig (scripts/rig_docker.py renders its files)"
   fi
   exit 3
 fi

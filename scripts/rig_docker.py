@@ -3,8 +3,9 @@ renders, as an admin would install them (see hadoop-conf/README.md).
 
     python scripts/rig_docker.py RIG_DIR HADOOP_HOME USER PYTHON_DIR
 
-Run by rig.sh (as root) after ../shared/yarn-rig/up.sh started the rig with RIG_DOCKER=1 and
-before it restarts the daemons. For every node it renders our four files with this rig's
+For the Docker mode of rig.sh (RIG_DOCKER=1), which needs Hadoop's setuid container-executor
+from an unpacked Apache distribution and is not yet carried over to the rig built from Maven
+Central: run as root before the daemons start. For every node it renders our four files with this rig's
 values (render_hadoop_conf, the function behind `subm hadoop-conf`) and installs them:
 
 * yarn-site.xml: ours, plus the rig's own properties of things our file does not cover

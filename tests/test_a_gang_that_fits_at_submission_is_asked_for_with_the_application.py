@@ -6,7 +6,6 @@ gang grows (elastic) and a sweep ask for nothing with the application: their AM 
 holding nothing. Pure logic: a stand-in RM and skein client."""
 from __future__ import annotations
 
-
 import pytest
 
 from fake_skein import FakeApp, skein_container
