@@ -4,11 +4,13 @@ does not fit only until that one has waited STARVE_SECONDS; within its queue's g
 asks anyway where YARN preempts for it. And the gate over time (am/allocation.py)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from submarine_py.am.admission import STARVE_SECONDS, Gang, Need, Room, admit, fewest_nodes, place
 from submarine_py.am.allocation import BACKOFF_CAP, Gate
-from submarine_py.backends.yarn.capacity import node_room, parse_gang_tag, queue_room, waiting_gangs
+from submarine_py.backends.yarn.capacity import Capacity, node_room, parse_gang_tag, queue_room, waiting_gangs
 from submarine_py.states import GateState
 
 pytestmark = pytest.mark.unit
@@ -130,6 +132,19 @@ def test_the_rms_nodes_queues_and_applications_become_room():
     assert found["queued"].submitted_at == 5.0 and len(found["queued"].needs) == 4 and not found["queued"].asked
     assert found["arriving"].asked and len(found["arriving"].needs) == 2  # 2 of 4 granted already
     assert parse_gang_tag(["subm-gang:1x1500m1c0g"]) == (Need(2048, 1, 0),)  # YARN's rounding
+
+
+def test_a_gang_of_the_same_queue_is_of_the_same_queue_however_the_rm_spells_it():
+    """Hadoop 3.4's RM reports an application's queue as its path (``root.teama``), 3.1's as its
+    leaf (``teama``), and a job file may name either: the older gang of the job's own queue
+    goes first in both."""
+    apps = [{"id": "older", "state": "ACCEPTED", "applicationTags": "submarine,subm-gang:4x1024m1c1g",
+             "startedTime": 5000, "queue": "root.teama"}]
+    (older,) = waiting_gangs(apps, "me")
+    assert older.queue == "teama"
+    rm = SimpleNamespace(conf_value=lambda name: None)
+    for named in ("teama", "root.teama"):
+        assert Capacity(rm, "me", named).me([], 10.0).queue == older.queue
 
 
 def test_the_words_on_room_name_gpus_first_per_queue_and_node():

@@ -106,7 +106,7 @@ def node_sh(action: str, n: int, force: bool = False) -> None:
 
 def die_tasks_first(n: int, marker: Path) -> None:
     """Node ``n`` dies as a machine may: its tasks first (their shells, whose command names
-    ``marker``), their executors a moment later, then its NodeManager (``node.sh stop``). The
+    ``marker``), then a moment later its daemons and the executors (``node.sh stop``). The
     order node.sh itself kills in is /proc's sorted by name, so a task often goes first there too."""
     local = f"{RIG['rig_dir'] / f'node{n}' / 'nm-local'}/"
 
@@ -126,6 +126,14 @@ def die_tasks_first(n: int, marker: Path) -> None:
     for pid in tasks:
         os.kill(pid, signal.SIGKILL)
     time.sleep(0.3)  # time enough for an executor to notice its task's end, as on a slow death
+    # Then the machine: its daemons and the executors at once. The NodeManager goes first, so that
+    # it cannot report the executors' containers ended (a NodeManager that outlives them by a
+    # tenth of a second does: Hadoop 3.4's reports a container's end within milliseconds).
+    for pidf in sorted((RIG["rig_dir"] / f"node{n}" / "pids").glob("*.pid")):
+        try:
+            os.kill(int(pidf.read_text().strip()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
     for pid in processes():
         try:
             os.kill(pid, signal.SIGKILL)

@@ -37,7 +37,7 @@ from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import AM_REPORT_FILE, write_app_logs
 from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
-from .capacity import GANG_ASKED_AT_SUBMISSION, TAG, admit_at_submission
+from .capacity import GANG_ASKED_AT_SUBMISSION, TAG, admit_at_submission, leaf_queue
 from .nodemanager import node_log
 from .held import task_containers_counted
 from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
@@ -298,6 +298,8 @@ class YarnBackend(Backend):
             report = replace(report, diagnostics=app.get("diagnostics") or default)
         # The RM's word on who ran it where; its times where the AM gave none.
         facts: Dict[str, Any] = {k: app[k] for k in ("user", "queue") if app.get(k)}
+        if "queue" in facts:
+            facts["queue"] = leaf_queue(facts["queue"])
         for key, rm_key in (("submitted_at", "startedTime"), ("started_at", "launchTime"),
                             ("finished_at", "finishedTime")):
             if getattr(report, key) is None and app.get(rm_key):
@@ -389,7 +391,8 @@ class YarnBackend(Backend):
             app = self.rm.app(app_id)
         return JobReport(app_id=app_id, name=app.get("name"), state=_state_of(app), backend=self.name,
                          final=app.get("state") in YARN_ENDED, yarn_state=app.get("state"), user=app.get("user"),
-                         queue=app.get("queue"), diagnostics=app.get("diagnostics") or "")
+                         queue=leaf_queue(app["queue"]) if app.get("queue") else None,
+                         diagnostics=app.get("diagnostics") or "")
 
     def list(self, include_finished: bool = False) -> List[JobReport]:
         states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]

@@ -105,10 +105,16 @@ def node_totals(nodes: Sequence[Mapping[str, Any]]) -> Dict[str, Need]:
     return out
 
 
+def leaf_queue(name: str) -> str:
+    """A leaf queue's name as a job file names it: ``teama`` for ``teama`` and for the path
+    ``root.teama``, which Hadoop 3.4's RM reports as an application's queue (3.1 says ``teama``)."""
+    return name.rsplit(".", 1)[-1]
+
+
 def find_queue(scheduler: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
     """The leaf queue ``name`` (its short name, or its path's last part) in the scheduler's JSON."""
     info = (scheduler.get("scheduler") or {}).get("schedulerInfo") or {}
-    short = name.rsplit(".", 1)[-1]
+    short = leaf_queue(name)
     stack = [info]
     while stack:
         q = stack.pop()
@@ -162,7 +168,7 @@ def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
                 continue
         elif held:  # it waits, yet the RM counts task containers for it (issue 32)
             holding = needs[:held]
-        out.append(Gang(job=str(a.get("id")), queue=str(a.get("queue") or ""),
+        out.append(Gang(job=str(a.get("id")), queue=leaf_queue(str(a.get("queue") or "")),
                         submitted_at=float(a.get("startedTime") or 0) / 1000.0, needs=needs,
                         priority=int(a.get("priority") or 0), asked=asked, holding=holding))
     return tuple(out)
@@ -201,7 +207,7 @@ class Capacity:
 
     def me(self, tasks: Sequence[TaskPlan], submitted_at: float) -> Gang:
         """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""
-        return Gang(job=self.app_id, queue=self.queue, submitted_at=self.started_at or submitted_at,
+        return Gang(job=self.app_id, queue=leaf_queue(self.queue), submitted_at=self.started_at or submitted_at,
                     needs=needs_of(tasks, self.min_memory_mb), priority=self.priority)
 
 
