@@ -140,8 +140,9 @@ def test_a_gang_behind_a_running_job_waits_its_turn_instead_of_failing_at_gang_s
     first = submit(tmp_path, "first", 4, 25, "teama")
     wait_running(first)
     second = submit(tmp_path, "second", 4, 5, "teama", extra="timeouts: {gang_seconds: 10}")
-    deadline = time.monotonic() + 60  # its AM up (a JVM and localization on a busy machine), then queued
-    while (waiting := status(second))["state"] == "ACCEPTED" and time.monotonic() < deadline:
+    # Its AM up (a JVM and localization on a busy machine) and its gang read as queued.
+    deadline = time.monotonic() + 60
+    while not (waiting := status(second)).get("waiting_for") and time.monotonic() < deadline:
         time.sleep(1)
     assert waiting["state"] == "RUNNING" and waiting.get("waiting_for", "").startswith("waiting for 4 GPUs: 2 free")
     report = wait(second)
