@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, List
 
-from conf import env, master_host  # noqa: E402  (the same settings as conf.py)
+from conf import env, master_host  # the same settings as conf.py
 
 KERBEROS = env("RIG_KERBEROS") == "1"
 
@@ -60,7 +60,7 @@ def mkdirs(nn: str, *paths: str, mode: str = "1777", owner: str = "") -> None:
 
 
 def died(rig: Path) -> List[str]:
-    """Daemons of the rig whose process is gone, each with the first ERROR line of its log."""
+    """Daemons of the rig whose process is gone, each with the last ERROR (or FATAL, or Caused by) line of its log."""
     out = []
     for pidf in sorted(rig.glob("pids/*.pid")) + sorted(rig.glob("node*/pids/*.pid")):
         try:
