@@ -65,5 +65,14 @@ def test_executors_registering_while_the_am_takes_its_gang_then_a_preemption_lea
     while cluster_gpus() < 6 and time.monotonic() < deadline:
         time.sleep(1)
     assert cluster_gpus() == 6
-    # A finished application's row counts no container: 0, or -1 where the RM has no usage for it (3.4).
-    assert all(app_row(a)["runningContainers"] in (0, -1, None) for a in (race, small))
+    # Once YARN has the applications finished (the AM's container ends after its report is
+    # written: seconds), their rows count no container: 0, or -1 where the RM has no usage (3.4).
+    def ended(app: str) -> bool:
+        row = app_row(app)
+        return row["state"] in ("FINISHED", "FAILED", "KILLED") and \
+            row["runningContainers"] in (0, -1, None)
+    deadline = time.monotonic() + 60
+    while not all(ended(a) for a in (race, small)) and time.monotonic() < deadline:
+        time.sleep(1)
+    rows = {a: {k: app_row(a).get(k) for k in ("state", "runningContainers")} for a in (race, small)}
+    assert all(ended(a) for a in (race, small)), rows
