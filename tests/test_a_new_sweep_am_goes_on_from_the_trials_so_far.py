@@ -4,8 +4,8 @@ report; finished trials are kept, running ones run again (docs/sweeps.md)."""
 import pytest
 
 from submarine_py.am.containers import Containers
-from submarine_py.am.sweep import STUDY_FILE, save_trials
-from submarine_py.am.sweep_master import SweepMaster
+from submarine_py.am.sweep.search import STUDY_FILE, save_trials
+from submarine_py.am.sweep.master import SweepMaster
 from submarine_py.jobfile.validate import spec_from_dict
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport, SweepReport, TrialReport
@@ -40,7 +40,7 @@ def test_without_a_study_file_the_earlier_reports_trials_are_used(tmp_path):
 
 
 def test_finished_trials_are_kept_and_the_rest_of_the_grid_runs(tmp_path):
-    from submarine_py.am.sweep import Search
+    from submarine_py.am.sweep.search import Search
 
     search = Search(PLAN.job.sweep, [DONE, RUNNING])
     assert search.remaining() == 3  # the running one runs again, with the two never started

@@ -253,7 +253,7 @@ def test_each_attempt_settles_afresh():
     """A restarted gang waits for its own members again: the time its min was up in an earlier
     attempt does not start the next one with whoever re-registered first."""
     from submarine_py.am.elastic import Elasticity
-    from submarine_py.am.gang import Gang
+    from submarine_py.am.registration import Registration
     from submarine_py.am.job import JobRun
     from submarine_py.states import Phase, TaskState
 
@@ -261,7 +261,7 @@ def test_each_attempt_settles_afresh():
     job = JobRun(make_plan(spec(roles={"worker": {"instances": {"min": 1, "max": 2}, "command": "x"}},
                                 timeouts={"settle_seconds": 3})), "app")
     elastic = Elasticity(job, resize=lambda why: None, clock=lambda: now[0])
-    gang = Gang(job, FakeContainers(lambda *a: None), shared_dir=None, heartbeat_seconds=1, gpu_sample_seconds=0,
+    gang = Registration(job, FakeContainers(lambda *a: None), shared_dir=None, heartbeat_seconds=1, gpu_sample_seconds=0,
                 save_state=lambda: None, elasticity=elastic)
     w0, w1 = job.tasks[("worker", 0)], job.tasks[("worker", 1)]
     for ts, port in ((w0, 1), (w1, 2)):

@@ -1,9 +1,9 @@
-"""A sweep's search (``am/sweep.py``, Optuna's ask/tell): the parameters each trial gets, early
+"""A sweep's search (``am/sweep/search.py``, Optuna's ask/tell): the parameters each trial gets, early
 stopping, failures, the best so far, and a study resumed by a new ApplicationMaster; and the
 ``name=value`` lines trials print (``submarine_py.metrics``)."""
 import pytest
 
-from submarine_py.am.sweep import Search, load_trials, save_trials, trial_env
+from submarine_py.am.sweep.search import Search, load_trials, save_trials, trial_env
 from submarine_py.jobfile.validate import spec_from_dict
 from submarine_py.metrics import parse_line, report_metric, values_of
 from submarine_py.states import TrialState

@@ -33,7 +33,7 @@ from ..restarts import Restarts
 from ..states import JobState, Phase
 from .allocation import Allocation
 from .containers import Containers
-from .gang import Gang
+from .registration import Registration
 from .gpu_usage import idle_seconds_setting, sample_seconds_setting
 from .job import JobRun
 from .recovery import Recovery
@@ -81,7 +81,7 @@ class ApplicationMaster:
                                        gpu_idle_seconds=self.gpu_idle_seconds, hang_seconds=timeouts.hang_seconds)
         #: Executors call every third of timeouts.lost_after_seconds (at most HEARTBEAT_SECONDS),
         #: so that a silence that long is three missed calls.
-        self.gang = Gang(self.job, containers, shared_dir=shared_dir,
+        self.gang = Registration(self.job, containers, shared_dir=shared_dir,
                          heartbeat_seconds=min(HEARTBEAT_SECONDS, timeouts.lost_after_seconds / 3),
                          gpu_sample_seconds=sample_seconds_setting(), save_state=self._save_state,
                          elasticity=self.recovery.elasticity)
@@ -114,7 +114,7 @@ class ApplicationMaster:
         self.supervision.on_goodbye(body)
 
     def on_metric(self, body: Dict[str, Any]) -> None:
-        """A metric's lines, sent for a sweep's trials only (``sweep_master.py``): nothing to do here."""
+        """A metric's lines, sent for a sweep's trials only (``sweep/master.py``): nothing to do here."""
 
     def take_over(self, previous: Optional[JobReport], lost_attempts: int) -> None:
         """Go on with a job whose earlier AM attempt(s) were lost (see :meth:`Recovery.take_over`)."""

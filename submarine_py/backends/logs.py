@@ -20,7 +20,7 @@ from typing import Callable, Deque, List, Optional, Set, TextIO, Tuple
 
 from ..errors import JobNotFoundError
 
-#: The line beginning each attempt of a task in its logs (``am/gang.py`` writes it).
+#: The line beginning each attempt of a task in its logs (``am/registration.py`` writes it).
 ATTEMPT_HEADER = re.compile(r"^\[subm\] job=\S+ role=\S+ index=[0-9]+ attempt=([0-9]+)(?:\s|$)")
 #: The first window read from a file's end for ``--tail``: grown until it holds enough lines.
 TAIL_WINDOW = 1 << 16

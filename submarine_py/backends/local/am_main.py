@@ -11,7 +11,7 @@ import sys
 from typing import List
 
 from ...am.master import ApplicationMaster
-from ...am.sweep_master import SweepMaster
+from ...am.sweep.master import SweepMaster
 from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...states import JobState
 from .backend import SHARED_DIR

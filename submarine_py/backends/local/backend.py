@@ -115,7 +115,7 @@ class LocalBackend(Backend):
         role's ``min`` of them: it grows as far as the machine lets it); a sweep's AM runs here,
         with this interpreter: it needs Optuna."""
         if plan.job.sweep is not None:
-            from ...am.sweep import require_optuna
+            from ...am.sweep.search import require_optuna
 
             require_optuna()
         wanted = sum(spec.resources.gpus * spec.fewest for spec in plan.job.roles.values())

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...report import JobReport
 from ...am.master import ApplicationMaster
-from ...am.sweep_master import SweepMaster
+from ...am.sweep.master import SweepMaster
 from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
 from ...states import JobState, Phase

@@ -27,8 +27,8 @@ group one trial at a time:
 
 The executor protocol is the ordinary AM's (``server.py`` calls the same methods). This module
 holds the sweep's live state, the executors' calls, the verdict and the main loop; the pool of
-containers is ``sweep_pool.py``'s (allocation, giving back, silences), the trials on them
-``sweep_trials.py``'s (their start, their ends, a container gone, the sweep's verdict).
+containers is ``sweep/pool.py``'s (allocation, giving back, silences), the trials on them
+``sweep/trials.py``'s (their start, their ends, a container gone, the sweep's verdict).
 """
 from __future__ import annotations
 
@@ -41,18 +41,18 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
-from ..plan import Plan, TaskPlan
-from ..report import Event, JobReport
-from ..states import Cause, JobState, Phase, TrialState
-from .containers import Containers
-from .job import MAX_EVENTS
-from .reporting import SNAPSHOT_SECONDS, write_report
-from .supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS
-from . import sweep_pool as pool
-from . import sweep_trials as trials
-from .sweep_records import Group, Slot
-from .sweep_reporting import sweep_report
-from .sweep import STUDY_FILE, Search, load_trials, save_trials
+from ...plan import Plan, TaskPlan
+from ...report import Event, JobReport
+from ...states import Cause, JobState, Phase, TrialState
+from ..containers import Containers
+from ..job import MAX_EVENTS
+from ..reporting import SNAPSHOT_SECONDS, write_report
+from ..supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS
+from . import pool
+from . import trials
+from .records import Group, Slot
+from .reporting import sweep_report
+from .search import STUDY_FILE, Search, load_trials, save_trials
 
 log = logging.getLogger("subm.am")
 

@@ -1,4 +1,4 @@
-"""A sweep's :class:`JobReport` from its AM's live state (``sweep_master.py``): its containers as
+"""A sweep's :class:`JobReport` from its AM's live state (``sweep/master.py``): its containers as
 tasks (``worker:0``, ``worker:1``, ...: one per container the sweep held), its trials and the
 best so far (:class:`SweepReport`)."""
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..report import JobReport, TaskReport, Timings
-from ..states import JobState, Phase, TaskState
+from ...report import JobReport, TaskReport, Timings
+from ...states import JobState, Phase, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sweep_master import Slot, SweepMaster
+    from .master import Slot, SweepMaster
 
 
 def sweep_report(am: "SweepMaster") -> JobReport:

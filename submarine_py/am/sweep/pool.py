@@ -1,7 +1,7 @@
-"""A sweep's pool of trial containers (``sweep_master.py``): groups asked for one at a time
+"""A sweep's pool of trial containers (``sweep/master.py``): groups asked for one at a time
 through the backend's admission, given back, and the executors gone silent.
 
-Functions of the sweep's AM (:class:`~.sweep_master.SweepMaster`), its state theirs to change.
+Functions of the sweep's AM (:class:`~.master.SweepMaster`), its state theirs to change.
 """
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, List
 
-from ..states import JobState, Phase
-from .allocation import ADMIT_EVERY_SECONDS
-from .sweep_records import Group, Slot, TaskKey
+from ...states import JobState, Phase
+from ..allocation import ADMIT_EVERY_SECONDS
+from .records import Group, Slot, TaskKey
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sweep_master import SweepMaster
+    from .master import SweepMaster
 
 log = logging.getLogger("subm.am")
 

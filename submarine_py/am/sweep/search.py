@@ -2,7 +2,7 @@
 and the trials so far (Optuna's ask/tell; see docs/sweeps.md).
 
 Explicit inputs only (the job's :class:`SweepSpec` and the trials an earlier AM finished), no
-containers and no clock of its own: the sweep's AM (``sweep_master.py``) asks it
+containers and no clock of its own: the sweep's AM (``sweep/master.py``) asks it
 :meth:`Search.ask` when a container is free, tells it each intermediate value
 (:meth:`Search.report`, which answers whether to stop the trial) and each end
 (:meth:`Search.finish`). Optuna is imported here only, when a sweep runs.
@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import SubmarineError
-from ..jobfile.model import SweepSpec
-from ..jobfile.sweep import param_variable
-from ..report import SweepReport, TrialReport
-from ..states import TrialState
+from ...errors import SubmarineError
+from ...jobfile.model import SweepSpec
+from ...jobfile.sweep import param_variable
+from ...report import SweepReport, TrialReport
+from ...states import TrialState
 
 log = logging.getLogger("subm.am")
 
@@ -224,7 +224,7 @@ def load_trials(path: str) -> List[TrialReport]:
 
 def value_of(lines: Sequence[str], metric: str) -> Tuple[Optional[float], List[Tuple[float, Optional[int]]]]:
     """The last value of ``metric`` in a trial's lines and every value with its step."""
-    from ..metrics import values_of
+    from ...metrics import values_of
 
     values = values_of(metric, list(lines))
     return (values[-1][0] if values else None), values

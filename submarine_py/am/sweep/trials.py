@@ -1,8 +1,8 @@
-"""A sweep's trials on its containers (``sweep_master.py``): a group's next trial, its
+"""A sweep's trials on its containers (``sweep/master.py``): a group's next trial, its
 intermediate values and early stopping, its tasks' ends and its verdict, a container gone
 mid-trial, and the sweep's verdict.
 
-Functions of the sweep's AM (:class:`~.sweep_master.SweepMaster`), called under its lock, its
+Functions of the sweep's AM (:class:`~.master.SweepMaster`), called under its lock, its
 state theirs to change.
 """
 from __future__ import annotations
@@ -11,14 +11,14 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..states import Cause, JobState, Phase, TrialState
-from .diagnostics import quote_stderr
-from .sweep import trial_env, value_of
-from .sweep_records import Group, Slot
-from . import sweep_pool as pool
+from ...states import Cause, JobState, Phase, TrialState
+from ..diagnostics import quote_stderr
+from .search import trial_env, value_of
+from .records import Group, Slot
+from . import pool
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .sweep_master import SweepMaster
+    from .master import SweepMaster
 
 log = logging.getLogger("subm.am")
 

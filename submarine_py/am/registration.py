@@ -1,4 +1,4 @@
-"""The gang: executors register, each is given a task, and once every task has an executor the
+"""Registration: executors register, each is given a task, and once every task has an executor the
 whole gang is told to run with the cluster spec of this attempt.
 
 A gang that is not complete within ``timeouts.gang_seconds`` of its start (or restart) fails
@@ -20,7 +20,7 @@ from .records import Executor, Task, shown
 log = logging.getLogger("subm.am")
 
 
-class Gang:
+class Registration:
     """Registration and the gang's start. ``save_state`` keeps the job's attempts where a later
     AM can read them (called when the gang is ready)."""
 

@@ -1,4 +1,4 @@
-"""A sweep's AM's live records (``sweep_master.py``): its containers (:class:`Slot`) and the
+"""A sweep's AM's live records (``sweep/master.py``): its containers (:class:`Slot`) and the
 groups of them that run one trial at a time (:class:`Group`)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..plan import TaskPlan
+from ...plan import TaskPlan
 
 TaskKey = Tuple[str, int]
 
