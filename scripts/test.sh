@@ -84,7 +84,7 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure"
   else
     pass "1 (plain rig, every test but docker_yarn, sharing, preemption, secure)" -- \
-      -m "not docker_yarn and not sharing and not preemption and not secure"
+      -m "not docker_yarn and not sharing and not preemption and not secure" --durations=25
     pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
     pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
     pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption
