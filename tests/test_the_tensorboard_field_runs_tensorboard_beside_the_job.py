@@ -9,7 +9,7 @@ What TensorBoard shows of real PyTorch and TensorFlow jobs: test_tensorboard_sho
 import pytest
 
 from submarine_py.am.master import ApplicationMaster
-from submarine_py.backends.local import backend as local_backend
+from submarine_py import extras
 from submarine_py.backends.local.backend import LocalBackend
 from submarine_py.backends.yarn.backend import YarnBackend
 from submarine_py.errors import SpecError
@@ -125,9 +125,8 @@ def test_yarn_refuses_a_log_folder_only_one_node_would_see():
 
 
 def test_the_local_backend_says_what_to_install_when_tensorboard_is_missing(monkeypatch):
-    real = local_backend.importlib.util.find_spec
-    monkeypatch.setattr(local_backend.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    real = extras._importable
+    monkeypatch.setattr(extras, "_importable", lambda name: name != "tensorboard" and real(name))
     found = problems(job(tensorboard={}), rules=LocalBackend().check)
     assert "TensorBoard is not installed for" in found["tensorboard"]
     assert "pip install tensorboard" in found["tensorboard"]

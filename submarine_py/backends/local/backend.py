@@ -14,7 +14,6 @@ Each job lives in ``$SUBM_HOME/local/<app_id>/`` (``SUBM_HOME`` defaults to
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -29,11 +28,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tu
 
 import requests
 
+from ... import extras
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...home import subm_home
 from ...jobfile.files import source_problems
-from ...jobfile.model import TENSORBOARD_ROLE, JobSpec
+from ...jobfile.model import JobSpec
 from ...plan import Plan
 from ...procs import die_with_parent, pid_alive
 from ...report import JobReport, replace
@@ -104,20 +104,16 @@ class LocalBackend(Backend):
 
     def check(self, spec: JobSpec) -> List[Problem]:
         """Its own rules: file sources it cannot copy (URLs are for YARN's localization); the
-        job's TensorBoard needs TensorBoard where it runs."""
+        job's features need their packages here (:mod:`submarine_py.extras`)."""
         problems = [(f"files.{dest}", f"the local backend copies files from this machine and cannot "
                                       f"fetch {src}; give a local path (or run on YARN)")
                     for dest, src in spec.files.items() if "://" in src]
-        return problems + _tensorboard_problems(spec)
+        # Its AM and its tasks run with this interpreter.
+        return problems + extras.missing(spec, am_here=True, tasks_here=True)
 
     def check_cluster(self, plan: Plan) -> None:
         """Like YARN, refuse GPUs this machine cannot give (all tasks run at once; an elastic
-        role's ``min`` of them: it grows as far as the machine lets it); a sweep's AM runs here,
-        with this interpreter: it needs Optuna."""
-        if plan.job.sweep is not None:
-            from ...am.sweep.search import require_optuna
-
-            require_optuna()
+        role's ``min`` of them: it grows as far as the machine lets it)."""
         wanted = sum(spec.resources.gpus * spec.fewest for spec in plan.job.roles.values())
         if not wanted:
             return
@@ -324,18 +320,6 @@ def _read_log(path: str, view: LogFile) -> None:
     except OSError:
         pass
     view.read_done()
-
-
-def _tensorboard_problems(spec: JobSpec) -> List[Problem]:
-    """The job's TensorBoard runs as a process of this interpreter here (its tasks' ``python3``
-    is this one): TensorBoard must be importable by it. Not checked where TensorBoard runs in
-    a Docker image, or runs a command of the job file's own."""
-    role = spec.roles.get(TENSORBOARD_ROLE) if spec.tensorboard is not None else None
-    if role is None or role.docker or role.command or importlib.util.find_spec("tensorboard") is not None:
-        return []
-    return [("tensorboard", f"TensorBoard is not installed for {sys.executable}, which runs the job's tasks "
-                            "on this machine: pip install tensorboard (or 'submarine-py[tensorboard]') into "
-                            "that environment")]
 
 
 def _with_submission(job_dir: str, report: JobReport) -> JobReport:
