@@ -252,9 +252,9 @@ def test_yarn_never_asks_after_containers_of_a_job_without_images(monkeypatch):
 # -- the client: a decided failure is the end, though YARN starts an attempt to repeat it ------------
 
 def _client_with(monkeypatch, attempts, saved):
-    from submarine_py.backends.yarn import backend as yarn_backend
+    from submarine_py.backends.yarn import attempts as yarn_attempts, backend as yarn_backend
 
-    monkeypatch.setattr(yarn_backend, "node_log", lambda node, cid, name, **kw: saved.get(cid))
+    monkeypatch.setattr(yarn_attempts, "node_log", lambda node, cid, name, **kw: saved.get(cid))
     client = yarn_backend.YarnBackend.__new__(yarn_backend.YarnBackend)
     client._rm = SimpleNamespace(app_attempts=lambda app_id: attempts)
     monkeypatch.setattr(yarn_backend.YarnBackend, "rm", property(lambda self: self._rm), raising=False)

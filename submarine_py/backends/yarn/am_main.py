@@ -5,7 +5,6 @@ container; the executors' containers are skein services (:class:`YarnContainers`
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -20,17 +19,14 @@ from ...am.process import load_job_file, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
+from .attempts import REPORT_FILE, last_left
 from .capacity import GANG_ASKED_AT_SUBMISSION
 from .containers import YarnContainers
-from .nodemanager import node_log
 from .rest import ResourceManager
 from .spnego import without_kerberos
 from .tokens import rm_token_header
 
 log = logging.getLogger("subm.am.yarn")
-#: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
-#: later YARN attempt goes on from), final once the job is done.
-REPORT_FILE = "subm-report.json"
 
 
 def read_token(env: Mapping[str, str]) -> str:
@@ -105,24 +101,15 @@ def earlier_attempts(rm: ResourceManager, app_id: str,
     one saved, attempts lost since), or (None, None, attempts lost) when none can be read
     (say their machine is gone)."""
     try:
-        attempts = rm.app_attempts(app_id)
+        left = last_left(rm, app_id, before=attempt, timeout=3.0)
     except Exception as exc:
         log.warning("cannot read the earlier attempts of %s: %s", app_id, exc)
-        attempts = []
-    earlier = sorted((a for a in attempts if int(a.get("id") or 0) < attempt), key=lambda a: -int(a["id"]))
-    for a in earlier:
-        node, cid = a.get("nodeHttpAddress"), a.get("containerId")
-        data = node_log(node, cid, REPORT_FILE, timeout=3.0) if node and cid else None
-        try:
-            found = json.loads(data) if data else None
-        except ValueError:
-            found = None
-        if isinstance(found, dict):
-            verdict = found.get("phase") in (Phase.FINISHING.value, Phase.DONE.value)
-            kind = "final" if verdict else "state"
-            log.info("attempt %s of %s left its report (%s, %s)", a["id"], app_id, kind, cid)
-            return kind, found, attempt - int(a["id"])
-    return None, None, attempt - 1
+        left = None
+    if left is None:
+        return None, None, attempt - 1
+    kind = "final" if left.decided else "state"
+    log.info("attempt %s of %s left its report (%s, %s)", left.attempt, app_id, kind, left.container)
+    return kind, left.report, attempt - left.attempt
 
 
 def _as_report(saved: Optional[Dict[str, Any]]) -> Optional[JobReport]:

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Protocol, TextIO, Tuple
 from ...errors import BackendError, JobNotFoundError
 from ...report import JobReport
 from ..logs import LogFile, LogOutput, missing_attempt, read_tail
+from .attempts import REPORT_FILE
 from .nodemanager import LogRefused, node_log, node_log_sizes, stream_node_log
 
 
@@ -31,9 +32,6 @@ class _Reports(Protocol):
 TASK_LOG_FILES = ("stdout", "stderr")
 #: The master script's stdout and stderr in skein's AM container: the Python AM's log.
 AM_LOG_FILE = "application.driver.log"
-#: The AM's report in its container's log directory (``am_main.REPORT_FILE``): rewritten while
-#: it runs, final at the end; each AM attempt leaves its own.
-AM_REPORT_FILE = "subm-report.json"
 #: Seconds between two looks while following.
 FOLLOW_SECONDS = 1.0
 
@@ -58,7 +56,7 @@ def write_app_logs(backend: _Reports, app_id: str, out: TextIO, role: Optional[s
                 copier.copy(place, (AM_LOG_FILE,), f"ApplicationMaster attempt {number} ({place[1]})", whole=True)
         tasks = [t for t in report.tasks if (role is None or t.role == role) and (index is None or t.index == index)]
         if not report.tasks and report.final and am_attempts and not with_am:
-            _served(am_attempts[-1][1], AM_REPORT_FILE)  # no tasks known: the NM may refuse its files
+            _served(am_attempts[-1][1], REPORT_FILE)  # no tasks known: the NM may refuse its files
         # Once the AM answers, it knows every task: an unknown role/index will never appear.
         if not tasks and (report.tasks or report.final) and not with_am:
             known = sorted({t.role for t in report.tasks})
@@ -105,7 +103,7 @@ def _served(place: Place, name: str) -> None:
 
 def _saved_containers(am_place: Place) -> List[Tuple[str, Place]]:
     """The tasks' containers an AM attempt last saved in its report file: (task id, place)."""
-    data = node_log(*am_place, AM_REPORT_FILE)
+    data = node_log(*am_place, REPORT_FILE)
     try:
         saved = JobReport.from_dict(json.loads(data)) if data else None
     except (KeyError, TypeError, ValueError):

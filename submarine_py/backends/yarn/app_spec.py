@@ -3,7 +3,8 @@ a pure function, apart from submitting.
 
 Every role becomes a skein service with no instance at submission: the AM asks for the
 containers once the whole gang fits (gang admission, ``am/allocation.py``), so a job that
-waits holds no task container. Each job says its gang in a tag (``capacity.gang_tag``) for
+waits holds no task container; unless the whole gang fits at submission
+(``YarnOptions.gang_with_application``), when each service declares its tasks. Each job says its gang in a tag (``capacity.gang_tag``) for
 the other jobs' admission. Containers find the AM through the RM's web proxy (the AM adds its
 endpoint to skein's UI) and carry the job's token; the AM gives them its URL directly.
 """
@@ -20,8 +21,8 @@ from ... import interpreters
 from ...jobfile.model import AclSpec
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
-from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from . import shipping
+from .attempts import am_attempts
 from .capacity import TAG, gang_tag
 from .held import LAUNCH_PAUSE_ENV
 
@@ -56,6 +57,9 @@ class YarnOptions:
     python: Optional[str] = None  # default: the submitting interpreter
     #: sha256 of environment.archive, computed at submission (None: the executors compute it).
     archive_sha256: Optional[str] = None
+    #: The whole gang is asked for with the application (``capacity.admit_at_submission`` said
+    #: it fits): each service declares its role's tasks. Else none: the AM asks once it fits.
+    gang_with_application: bool = False
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
@@ -142,7 +146,7 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
         tags=[TAG, gang_tag(plan), *plan.job.tags],
         master=master(opts, py, token),
         services={role: service(plan, role, opts, py, token) for role in plan.job.roles},
-        max_attempts=am_attempts(plan),
+        max_attempts=am_attempts(plan.job.restart, sweep=plan.job.sweep is not None),
         acls=acls(plan),
         file_systems=file_systems(plan),
     )
@@ -209,8 +213,8 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
     hints = {} if spec.node_label or not opts.node_hosts else {"nodes": list(opts.node_hosts), "relax_locality": True}
     return skein.Service(
         # The AM asks for them once the whole gang fits (am/allocation.py); where it fits at
-        # submission, the backend declares them here instead (capacity.admit_at_submission).
-        instances=0,
+        # submission, they are declared here instead (capacity.admit_at_submission).
+        instances=sum(1 for t in plan.tasks if t.role == role) if opts.gang_with_application else 0,
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
@@ -274,10 +278,3 @@ def archive_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
     return {archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]: skein.File(
         source=archive, type="file", visibility="private" if "://" in archive else "application")}
 
-
-def am_attempts(plan: Plan) -> int:
-    """YARN attempts of the application (see :attr:`Restarts.am_attempts`); a sweep's always
-    has a second: its new AM goes on from the trials so far (its restart section does not apply)."""
-    if plan.job.sweep is not None:
-        return AM_ATTEMPTS_WITH_RESTARTS
-    return Restarts(plan.job.restart).am_attempts

@@ -13,33 +13,28 @@ import functools
 import json
 import os
 import posixpath
-import secrets
 import shutil
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from dataclasses import replace as replace_options
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO
+from typing import Any, Dict, Iterator, List, Optional, Set, TextIO
 
 from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError
-from ...home import subm_home
-from ...jobfile.model import DEFAULT_MAX_RESTARTS, JobSpec, RestartSpec
+from ...jobfile.model import JobSpec
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
-from ...restarts import Restarts
-from ...states import JobState, Phase, RestartPolicy, TaskState
+from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle
 from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
-from .app_logs import AM_REPORT_FILE, write_app_logs
-from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
-from .capacity import GANG_ASKED_AT_SUBMISSION, TAG, admit_at_submission, leaf_queue
+from .app_logs import write_app_logs
+from .attempts import REPORT_FILE, last_left
+from .capacity import TAG, admit_at_submission, leaf_queue
 from .nodemanager import node_log
 from .held import task_containers_counted
+from .request import YarnRequest, build_request, require_skein
 from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
 from .site import hadoop_conf_dir
 from .skein_driver import client_for
@@ -49,45 +44,6 @@ STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBM
                 "KILLED": JobState.KILLED}
 #: YARN application states after which nothing changes.
 YARN_ENDED = ("FINISHED", "FAILED", "KILLED")
-
-
-@dataclass(frozen=True)
-class YarnRequest:
-    """What :meth:`YarnBackend.submit` hands skein, built before submitting (``--dry-run`` prints it)."""
-
-    plan: Plan
-    #: The ``skein.ApplicationSpec``: the AM (skein's master) and one service per role.
-    app_spec: Any
-    #: The job file the AM reads (shipped to its container as ``subm_job.json``).
-    job: Mapping[str, Any]
-    #: Where :meth:`YarnBackend.submit` writes ``job`` for skein to ship (removed after submitting).
-    job_file: str
-    #: Where :meth:`YarnBackend.submit` writes the job's secret (mode 0600, removed after
-    #: submitting): skein ships it as a file YARN localizes into each container's private
-    #: directory, never as a variable (YARN copies every variable into launch_container.sh,
-    #: which the NodeManager serves to anyone).
-    token_file: str
-    #: The job's secret, shared by the AM and the executors; never printed.
-    token: str
-    #: Where :meth:`YarnBackend.submit` packs the job's local files for skein to ship, if any.
-    files_archive: Optional[str] = None
-    #: Where :meth:`YarnBackend.submit` writes the executor with its modules, as one file.
-    executor_bundle: Optional[str] = None
-
-    def describe(self) -> str:
-        head = (f"# YARN backend: skein's ApplicationSpec; {JOB_FILE} is the validated spec, "
-                f"written to {self.job_file} at submission\n")
-        return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
-
-
-def require_skein() -> Any:
-    """skein, or an error saying how to install it (it is the ``yarn`` extra, not a dependency)."""
-    try:
-        import skein
-    except ImportError:
-        raise BackendError(f"the YARN backend needs skein, which is not installed for {sys.executable}: "
-                           "pip install 'submarine-py[yarn]' (in the environment that runs subm)") from None
-    return skein
 
 
 class YarnBackend(Backend):
@@ -166,31 +122,33 @@ class YarnBackend(Backend):
         if problems:
             raise ClusterLimitError(problems)
 
-    def _options(self, plan: Plan, job_file: str, token_file: str) -> YarnOptions:
+    def request(self, plan: Plan) -> YarnRequest:
+        """The whole request (``request.py``), the gang included where it fits now: what
+        ``--dry-run`` prints and :meth:`submit` sends."""
+        require_skein()
         try:
             hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
         except BackendError:
             hosts = []
-        archive = plan.job.environment.archive
-        sha = archive_checksum(archive) if archive and "://" not in archive else None
-        return YarnOptions(job_file=job_file, token_file=token_file, rm_url=self.rm.url, node_hosts=hosts,
-                           archive_sha256=sha)
+        return build_request(plan, self.rm.url, hosts, gang_with_application=self._gang_with_application(plan))
 
-    def request(self, plan: Plan) -> YarnRequest:
-        require_skein()
-        token = secrets.token_hex(32)
-        # Named now (the app spec ships them), created by submit() only.
-        job_dir = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}")
-        job_file, token_file = os.path.join(job_dir, "job.json"), os.path.join(job_dir, "token")
-        files_archive = (os.path.join(job_dir, shipping.FILES_ARCHIVE.lstrip("."))
-                         if shipping.local_sources(plan.job.files) else None)
-        executor_bundle = os.path.join(job_dir, EXECUTOR_FILE)
-        opts = replace_options(self._options(plan, job_file, token_file), files_archive=files_archive,
-                               executor_bundle=executor_bundle)
-        app_spec = build_application_spec(plan, opts)
-        return YarnRequest(plan=plan, app_spec=app_spec, job_file=job_file, token_file=token_file, token=token,
-                           job={"name": plan.job.name, "spec": plan.job.to_dict()}, files_archive=files_archive,
-                           executor_bundle=executor_bundle)
+    def _gang_with_application(self, plan: Plan, now: Optional[float] = None) -> bool:
+        """Whether to ask for the whole gang with the application: where admission says it fits
+        now (``capacity.admit_at_submission``), each service then declares its tasks, which
+        skein's AM asks for at once, and the AM takes them as its gang (``YarnContainers.admit``).
+        Else (it does not fit, its gang grows, the RM's REST cannot be read) nothing is asked for
+        with the application: the AM waits for room, holding nothing.
+
+        Not on a secure cluster: an executor of a container declared with the application finds
+        its AM through the RM's web proxy, which asks for SPNEGO, and a container holds no
+        ticket (seen on the Kerberized rig: the gang never registered). There the AM asks for
+        every container itself and gives each executor its address."""
+        try:
+            if kerberos.is_secure(hadoop_conf_dir()):
+                return False
+            return admit_at_submission(plan, self.rm_now, time.time() if now is None else now).fits
+        except Exception:  # the AM reads the room itself
+            return False
 
     # -- submission ------------------------------------------------------------------
     def _client(self):
@@ -204,10 +162,7 @@ class YarnBackend(Backend):
             os.makedirs(job_dir, mode=0o700)
         except OSError as exc:
             raise BackendError(f"cannot create {job_dir}: {exc.strerror}") from None
-        submitted_at = time.time()
-        job = dict(request.job, submitted_at=submitted_at)
-        if self._gang_with_application(request, submitted_at):
-            job[GANG_ASKED_AT_SUBMISSION] = True
+        job = dict(request.job, submitted_at=time.time())
         try:
             for path, text in ((request.job_file, json.dumps(job)),
                                (request.token_file, request.token)):
@@ -232,29 +187,6 @@ class YarnBackend(Backend):
             _kill_quietly(client, app_id)
             raise
         return app_id
-
-    def _gang_with_application(self, request: YarnRequest, now: float) -> bool:
-        """Ask for the whole gang with the application when admission says it fits now
-        (``capacity.admit_at_submission``): each service then declares its tasks, which skein's
-        AM asks for at once, and the AM takes them as its gang (``YarnContainers.admit``). Else
-        (it does not fit, its gang grows, the RM's REST cannot be read) nothing is asked for
-        with the application: the AM waits for room, holding nothing.
-
-        Not on a secure cluster: an executor of a container declared with the application finds
-        its AM through the RM's web proxy, which asks for SPNEGO, and a container holds no
-        ticket (seen on the Kerberized rig: the gang never registered). There the AM asks for
-        every container itself and gives each executor its address."""
-        try:
-            if kerberos.is_secure(hadoop_conf_dir()):
-                return False
-            verdict = admit_at_submission(request.plan, self.rm_now, now)
-        except Exception:  # the AM reads the room itself
-            return False
-        if not verdict.fits:
-            return False
-        for role in request.plan.job.roles:
-            request.app_spec.services[role].instances = sum(1 for t in request.plan.tasks if t.role == role)
-        return True
 
     # -- after submission ---------------------------------------------------------------
     def status(self, app_id: str) -> JobReport:
@@ -335,24 +267,12 @@ class YarnBackend(Backend):
 
     def _decided(self, app_id: str) -> Optional[JobReport]:
         """The verdict the last AM attempt that wrote a report left in it, if it reached one and
-        YARN will start another attempt only to repeat it (a verdict other than SUCCEEDED, from
-        an attempt before the job's last: skein unregisters the application only then)."""
+        YARN will start another attempt only to repeat it (``attempts.Left.repeated``)."""
         try:
-            attempts = self.rm.app_attempts(app_id)
+            left = last_left(self.rm, app_id)
         except (BackendError, JobNotFoundError):
             return None
-        for attempt in reversed(attempts):
-            node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
-            data = node_log(node, cid, "subm-report.json") if node and cid else None
-            try:
-                report = _parse_report(json.loads(data)) if data else None
-            except ValueError:
-                report = None
-            if report is not None:
-                decided = report.phase in (Phase.FINISHING, Phase.DONE) and report.state.is_terminal()
-                repeated = report.state != JobState.SUCCEEDED and int(attempt.get("id") or 1) < _am_attempts(report)
-                return report if decided and repeated else None
-        return None
+        return _parse_report(left.report) if left is not None and left.repeated() else None
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""
@@ -363,7 +283,7 @@ class YarnBackend(Backend):
         node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
         if not node or not cid:
             return None
-        data = node_log(node, cid, AM_REPORT_FILE)
+        data = node_log(node, cid, REPORT_FILE)
         if not data:
             return None
         try:
@@ -455,17 +375,6 @@ def _state_of(app: Dict[str, Any]) -> JobState:
     return STATE_OF_APP.get(app.get("state"), JobState.ACCEPTED)
 
 
-def _am_attempts(report: JobReport) -> int:
-    """The YARN attempts the job's application has (app_spec.am_attempts), from its saved spec."""
-    restart = (report.spec or {}).get("restart") or {}
-    try:
-        spec = RestartSpec(policy=RestartPolicy(restart.get("policy", RestartPolicy.GANG.value)),
-                           max_restarts=int(restart.get("max_restarts", DEFAULT_MAX_RESTARTS)))
-    except (TypeError, ValueError):
-        return 1
-    return Restarts(spec).am_attempts
-
-
 def _parse_report(data: Any) -> Optional[JobReport]:
     """The AM's report from its JSON (None when it is not one, e.g. a proxy's error page)."""
     if not isinstance(data, dict):
@@ -482,36 +391,6 @@ def _elapsed(app: Dict[str, Any]) -> Optional[float]:
         return None
     end = end or int(time.time() * 1000)
     return round((end - start) / 1000.0, 3)
-
-
-def archive_checksum(path: str) -> str:
-    """sha256 of a local environment archive: the key of the nodes' environment cache.
-
-    Remembered in ``$SUBM_HOME/archive-sums.json`` by path, size and mtime, so that
-    submitting the same archive again does not read hundreds of MB again.
-    """
-    from ...executor.envcache import sha256_of
-
-    st = os.stat(path)
-    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
-    memo_path = os.path.join(subm_home(), "archive-sums.json")
-    try:
-        with open(memo_path) as f:
-            memo = json.load(f)
-    except (OSError, ValueError):
-        memo = {}
-    if not isinstance(memo, dict) or not isinstance(memo.get(key), str):
-        memo = memo if isinstance(memo, dict) else {}
-        memo[key] = sha256_of(path)
-        memo = dict(list(memo.items())[-50:])
-        try:
-            os.makedirs(os.path.dirname(memo_path), exist_ok=True)
-            with open(memo_path + ".tmp", "w") as f:
-                json.dump(memo, f)
-            os.replace(memo_path + ".tmp", memo_path)
-        except OSError:
-            pass  # only a memo
-    return memo[key]
 
 
 def _kill_quietly(client, app_id: str) -> None:
