@@ -35,15 +35,18 @@ class TrialMetric:
 
     def send(self, am, executor_id, attempt, log):
         """Every METRIC_SCAN_SECONDS while the trial runs: its new lines naming the metric, to
-        the AM (``am``: am_client's AMClient)."""
+        the AM (``am``: am_client's AMClient). Lines the AM did not take are read again: the
+        next scan, or the trial's exit (``lines(final=True)``), sends them."""
         now = time.monotonic()
         if now < self.next_scan:
             return
         self.next_scan = now + METRIC_SCAN_SECONDS
+        start = self.offset
         lines = self.lines()
         if lines:
             try:
                 am.call("POST", "/v1/metric", {"executor": executor_id, "attempt": attempt, "lines": lines},
                         timeout=5, retry_for=2)
             except Exception as exc:
+                self.offset = start
                 log("could not send the trial's metric to the AM: %s" % exc)

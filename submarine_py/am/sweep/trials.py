@@ -60,9 +60,11 @@ def next_trial(am: "SweepMaster", group: Group) -> None:
 
 
 def record_intermediate(am: "SweepMaster", group: Group, number: int, lines: List[str], may_stop: bool = True) -> None:
-    """Record a running trial's intermediate values; stop it early where the rule says so
-    (``may_stop``: not for the last lines of a task that has ended)."""
-    _, values = value_of(lines, am.spec.metric)
+    """Record a running trial's values: the last one is its result so far, whether or not it
+    came with a step (a result printed without one may be read here, before the trial ends:
+    issue 31); stop it early where the rule says so for one with a step (``may_stop``: not for
+    the last lines of a task that has ended)."""
+    last, values = value_of(lines, am.spec.metric)
     for value, step in values:
         if step is None or group.pruning == number:
             continue
@@ -71,7 +73,9 @@ def record_intermediate(am: "SweepMaster", group: Group, number: int, lines: Lis
             am.decide("trial %d stops early at step %d: %s=%g is worse than the median of earlier "
                       "trials at that step", number, step, am.spec.metric, value)
             stop_running(am, group, number)
-            return
+            return  # its value: the step it stopped at
+    if last is not None and group.pruning != number and number in am.search.trials:
+        am.search.trials[number] = replace(am.search.trials[number], value=last)
 
 
 def stop_running(am: "SweepMaster", group: Group, number: int, untracked_only: bool = False) -> None:
@@ -88,10 +92,7 @@ def task_ended(am: "SweepMaster", slot: Slot, number: int, body: Dict[str, Any])
     group = am.groups[slot.group]
     slot.trial = None
     lines = [str(x) for x in body.get("metric_lines") or ()]
-    record_intermediate(am, group, number, lines, may_stop=False)
-    value, _ = value_of(lines, am.spec.metric)
-    if value is not None:
-        am.search.trials[number] = replace(am.search.trials[number], value=value)
+    record_intermediate(am, group, number, lines, may_stop=False)  # its last value: its result
     code, stopped = int(body["exit_code"]), bool(body.get("stopped"))
     if code != 0 and not stopped and not group.failing and group.pruning != number:
         tail = body.get("stderr_tail")
