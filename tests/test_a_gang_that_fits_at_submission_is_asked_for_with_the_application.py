@@ -124,11 +124,11 @@ def test_a_job_submitted_at_the_same_moment_that_goes_first_sends_the_gang_back_
 
 
 def test_executors_that_register_before_the_am_admitted_their_gang_run_nothing_until_it_is_up():
-    from submarine_py.am.containers import Containers
+    from fake_containers import IdleContainers
     from submarine_py.am.master import ApplicationMaster
     from submarine_py.states import Phase
 
-    class Asked(Containers):  # the gang was asked for with the application; admission answers later
+    class Asked(IdleContainers):  # the gang was asked for with the application; admission answers later
         name = "fake"
 
     plan = plan_of(3)

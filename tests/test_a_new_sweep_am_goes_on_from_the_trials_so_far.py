@@ -3,7 +3,7 @@ trials so far: the study file in the job's shared folder, else the trials of the
 report; finished trials are kept, running ones run again (docs/sweeps.md)."""
 import pytest
 
-from submarine_py.am.containers import Containers
+from fake_containers import IdleContainers
 from submarine_py.am.sweep.search import STUDY_FILE, save_trials
 from submarine_py.am.sweep.master import SweepMaster
 from submarine_py.jobfile.validate import spec_from_dict
@@ -20,7 +20,7 @@ DONE = TrialReport(number=0, params={"x": 1}, state=TrialState.SUCCEEDED, value=
 RUNNING = TrialReport(number=1, params={"x": 2}, state=TrialState.RUNNING, container="c2")
 
 
-class NoContainers(Containers):
+class NoContainers(IdleContainers):
     name = "test"
 
 

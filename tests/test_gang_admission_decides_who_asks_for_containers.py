@@ -164,13 +164,13 @@ def test_a_replacement_waits_for_room_where_the_backend_cannot_queue_it():
     find its machine's GPUs taken by another job: it waits, said once, instead of failing."""
     from submarine_py.am.admission import Verdict
     from submarine_py.am.allocation import Allocation
-    from submarine_py.am.containers import Containers
+    from fake_containers import IdleContainers
     from submarine_py.am.job import JobRun
     from submarine_py.am.records import Executor
     from submarine_py.jobfile import spec_from_dict
     from submarine_py.plan import make_plan
 
-    class Machine(Containers):
+    class Machine(IdleContainers):
         free = False
 
         def admit(self, tasks, placement):

@@ -27,7 +27,7 @@ from submarine_py.output import format_progress
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport, TaskReport, replace
 from submarine_py.am.master import ApplicationMaster
-from submarine_py.am.containers import Containers
+from fake_containers import IdleContainers
 from submarine_py.states import JobState, Phase, TaskState
 from submarine_py.jobfile import JobSpec, load_job, parse_set_options
 from submarine_py.jobfile.fields import MAX_ARG_STRLEN
@@ -330,7 +330,7 @@ def test_the_report_file_names_the_roles_variables_but_hides_their_values(tmp_pa
     assert list(written["roles"]["worker"]["env"]) == ["DB_PASSWORD"]
 
 
-class _PendingCluster(Containers):
+class _PendingCluster(IdleContainers):
     """Containers requested with the job that YARN never allocates (the AM launches none)."""
 
     name = "fake"

@@ -2,10 +2,14 @@
 
 The AM's logic knows nothing of YARN or local processes: a backend gives it its
 :class:`Containers` (``LocalContainers``, ``YarnContainers``), which start
-executors and say when one has ended.
+executors and say when one has ended. :class:`Containers` is an abstract base class: a
+backend's containers that miss :meth:`~Containers.launch`, :meth:`~Containers.poll` or
+:meth:`~Containers.kill` cannot be made; every other method has a default that is right
+where a backend has nothing to add.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -50,7 +54,7 @@ class Held:
     given_back: bool = False
 
 
-class Containers:
+class Containers(ABC):
     """Starts executors for tasks and reports the ones that ended."""
 
     #: Name shown in logs and reports ("local", "yarn").
@@ -87,17 +91,17 @@ class Containers:
         asked (its containers arriving) or held (YARN: the application's progress, which every
         AM reads from the RM). Called from the main loop only."""
 
+    @abstractmethod
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         """Start an executor for ``task`` with ``env`` added; return its executor id."""
-        raise NotImplementedError
 
+    @abstractmethod
     def poll(self) -> List[Ended]:
         """Executors that ended since the last call."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kill(self, executor: str) -> None:
         """Stop an executor (and its task) now."""
-        raise NotImplementedError
 
     def lost(self, executor: str) -> None:
         """An executor went silent (its node may be dead): release its container now, and keep

@@ -6,10 +6,14 @@ request once (:meth:`Backend.request`):
 ``subm run --dry-run`` prints that request, ``subm run`` submits that same
 object (:meth:`Backend.submit`). Afterwards every answer about a job is a
 :class:`JobReport`.
+
+``Backend`` is an abstract base class: what every backend must do is abstract, so a backend
+that misses a method cannot even be made (``TypeError`` naming it), long before a job needs it.
 """
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
 
 from ..errors import WaitTimeout
@@ -37,7 +41,7 @@ KILLED_BY_USER = "killed by `subm kill`"
 KILLED_BY_INTERRUPT = "killed: `subm run` was interrupted (Ctrl-C or SIGTERM)"
 
 
-class Backend:
+class Backend(ABC):
     """Submits planned jobs and answers for them afterwards."""
 
     name = "abstract"
@@ -64,39 +68,41 @@ class Backend:
         """Ask the target what it offers now, and refuse (``ClusterLimitError``, exit 2) what it
         can never give (more memory, GPUs... than any of its machines has). Default: accept."""
 
+    @abstractmethod
     def request(self, plan: Plan) -> Request:
         """The backend-native request for ``plan``; builds it, submits nothing."""
-        raise NotImplementedError
 
+    @abstractmethod
     def submit(self, request: Request, *, detach: bool = False) -> str:
-        """Submit a request made by :meth:`request`; returns the job's application id."""
-        raise NotImplementedError
+        """Submit a request made by :meth:`request`, as it is; returns the job's application id."""
 
+    @abstractmethod
     def status(self, app_id: str) -> JobReport:
-        raise NotImplementedError
+        """The job's report now (``final`` once it has ended and nothing more will change)."""
 
+    @abstractmethod
     def kill(self, app_id: str, why: str = KILLED_BY_USER) -> JobReport:
         """Stop the job and every task; ``why`` becomes its diagnostics."""
-        raise NotImplementedError
 
+    @abstractmethod
     def list(self, include_finished: bool = False) -> List[JobReport]:
-        raise NotImplementedError
+        """This backend's jobs (running ones; finished ones too with ``include_finished``)."""
 
+    @abstractmethod
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
         """Write the job's logs to ``out``: its tasks' stdout and stderr (of ``role``, ``index``),
         every attempt they ran (or only ``attempt``, counted from 1), and, when neither role nor
         index is given, the AM's log (of every AM attempt), whole; ``tail``: the last lines of
         each file; ``follow``: on until the job ends (see ``logs.py``)."""
-        raise NotImplementedError
 
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
         """The final reports of finished jobs whose ids are not in ``known`` (for history)."""
         return iter(())
 
+    @abstractmethod
     def cluster(self) -> Dict[str, Any]:
         """What the target offers and uses now (``subm cluster``; shapes in ``cluster.py``)."""
-        raise NotImplementedError
 
     def wait_final(self, app_id: str, seconds: float) -> JobReport:
         """The job's status once final, or the last one seen after ``seconds``."""
