@@ -1,8 +1,9 @@
 """What every ApplicationMaster process does, whichever backend started it.
 
 The entry points are the backends' own (``python -m submarine_py.backends.local.am_main``,
-``python -m submarine_py.backends.yarn.am_main``): each builds its :class:`Containers`
-and hands the AM to :func:`run_am`. Nothing here imports a backend.
+``python -m submarine_py.backends.yarn.am_main``): each builds its :class:`Containers`,
+has :func:`make_am` pick the AM's strategy, and hands the AM to :func:`run_am`. Nothing here
+imports a backend.
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from typing import Any, Callable, Dict, Optional
 
 from ..plan import Plan, make_plan
 from ..report import JobReport
+from .containers import Containers
 from .master import ApplicationMaster
+from .shell import AM, Shell
+from .sweep.master import SweepMaster
 from .server import serve
 from ..jobfile.validate import spec_from_dict
 
@@ -40,7 +44,14 @@ def plan_of(meta: Dict[str, Any], check_files: bool = True) -> Plan:
     return make_plan(spec_from_dict(meta["spec"], check_files=check_files))
 
 
-def run_am(am: ApplicationMaster, bind_host: str, advertise_host: str,
+def make_am(plan: Plan, job_id: str, containers: Containers, **kw: Any) -> Shell:
+    """The AM for ``plan``, the one place its strategy is picked: a sweep's for a job with a
+    ``sweep`` section, else a gang job's (the keywords are the shell's and the strategy's)."""
+    strategy = SweepMaster if plan.job.sweep is not None else ApplicationMaster
+    return strategy(plan, job_id, containers, **kw)
+
+
+def run_am(am: AM, bind_host: str, advertise_host: str,
            on_ready: Optional[Callable[[], None]] = None) -> JobReport:
     """Serve the AM's endpoint, hand signals to it, and run the job to its end."""
     server, port = serve(am, host=bind_host)

@@ -14,13 +14,13 @@ from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
 from ..templating import render
-from .master import ApplicationMaster
+from .shell import AM
 
 log = logging.getLogger("subm.am.http")
 MAX_BODY = 1 << 20
 
 
-def serve(am: ApplicationMaster, host: str = "0.0.0.0", port: int = 0) -> Tuple[ThreadingHTTPServer, int]:
+def serve(am: AM, host: str = "0.0.0.0", port: int = 0) -> Tuple[ThreadingHTTPServer, int]:
     """Serve ``am`` on a background thread; returns the server and its port."""
 
     class Handler(_Handler):
@@ -39,7 +39,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    master: ApplicationMaster
+    master: AM
     #: Executors keep their connections open between calls (their polls are heartbeats).
     protocol_version = "HTTP/1.1"
     #: A reply is written as headers, then body: without TCP_NODELAY the body can wait for the

@@ -317,14 +317,6 @@ class Supervision:
                                    f"be down): declared lost, its container released"))
         return out
 
-    def forgive_stall(self, gap: float) -> None:
-        """The AM itself was not running (suspended, starved of CPU): silences it saw are its own.
-        Called by the main loop with the time since its last round (takes the lock)."""
-        if gap > 1.0:
-            with self.job.lock:
-                for ex in self.job.executors.values():
-                    ex.last_seen += gap
-
     # -- hangs -----------------------------------------------------------------------------------
     def check_hangs(self) -> None:
         """Each tracked task that has shown no sign of work for timeouts.hang_seconds (printed

@@ -25,29 +25,28 @@ group one trial at a time:
 * **the study** (the trials so far) is saved to the job's shared folder at every change, and is in
   the report the AM rewrites on YARN: a new AM attempt goes on from it.
 
-The executor protocol is the ordinary AM's (``server.py`` calls the same methods). This module
-holds the sweep's live state, the executors' calls, the verdict and the main loop; the pool of
+The executor protocol is the ordinary AM's (``server.py`` calls the same methods), and so is
+its frame: the shell (``shell.py``: token, signals, report file, deadlines, the main loop, stall
+forgiveness) runs this strategy. This module holds the sweep's live state, the executors'
+calls, the verdict and its part of each round; the pool of
 containers is ``sweep/pool.py``'s (allocation, giving back, silences), the trials on them
 ``sweep/trials.py``'s (their start, their ends, a container gone, the sweep's verdict).
 """
 from __future__ import annotations
 
-import getpass
 import logging
 import os
-import secrets
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ...plan import Plan, TaskPlan
+from ...plan import Plan
 from ...report import Event, JobReport
 from ...states import Cause, JobState, Phase, TrialState
 from ..containers import Containers
 from ..job import MAX_EVENTS
-from ..reporting import SNAPSHOT_SECONDS, write_report
-from ..supervision import HEARTBEAT_SECONDS, STOP_MARGIN_SECONDS
+from ..shell import Shell
 from . import pool
 from . import trials
 from .records import Group, Slot
@@ -60,22 +59,16 @@ log = logging.getLogger("subm.am")
 REGISTER_WAIT_SECONDS = 5.0
 
 
-class SweepMaster:
+class SweepMaster(Shell):
+    what = "sweep"
+
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
                  submitted_at: Optional[float] = None, token: Optional[str] = None,
                  report_path: Optional[str] = None, shared_dir: Optional[str] = None,
                  snapshots: bool = False):
         assert plan.job.sweep is not None
-        self.plan, self.spec, self.job_id, self.containers = plan, plan.job.sweep, job_id, containers
-        self.token = token or secrets.token_hex(16)
-        self.report_path, self.shared_dir, self.snapshots = report_path, shared_dir, snapshots
-        self.url = ""
-        self.kill_requested: Optional[str] = None
-        self.signalled: Optional[str] = None
-        try:
-            self.user: Optional[str] = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-        except (KeyError, OSError):
-            self.user = None
+        super().__init__(plan, job_id, containers, token=token, report_path=report_path, snapshots=snapshots)
+        self.spec, self.shared_dir = plan.job.sweep, shared_dir
         #: The task whose command the trials' headers show (the first tracked one).
         self.task = next((t for t in plan.tasks if t.tracked), plan.tasks[0])
         self.lock = threading.RLock()
@@ -88,8 +81,6 @@ class SweepMaster:
         self.state, self.phase, self.diagnostics = JobState.RUNNING, Phase.QUEUED, ""
         self.submitted_at = submitted_at or time.time()
         self.started_at, self.finished_at = time.time(), None
-        self.timeouts = plan.job.timeouts
-        self.heartbeat = min(HEARTBEAT_SECONDS, self.timeouts.lost_after_seconds / 3)
         self.not_before = 0.0
         self.waiting_for = ""
         self.failed_launches = 0
@@ -110,10 +101,6 @@ class SweepMaster:
         self.seq += 1
         slot.instructions.append({"seq": self.seq, "op": op, **kw})
         self.changed.notify_all()
-
-    def executor_env(self, task: TaskPlan) -> Dict[str, str]:
-        return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
-                "SUBM_INDEX": str(task.index), **self.plan.executor_settings(task.role)}
 
     @property
     def finishing(self) -> bool:
@@ -230,15 +217,15 @@ class SweepMaster:
         """The trials so far where a new AM attempt finds them: the study file in the shared
         folder, and the report file (YARN: a new attempt reads it from this one's log)."""
         if self.snapshots and self.search is not None:
-            self._write_report()
+            self.write_report()
         if self.study_path and self.search is not None:
             try:
                 save_trials(self.study_path, [self.search.trials[n] for n in sorted(self.search.trials)])
             except OSError as exc:
                 log.warning("could not save the sweep's trials to %s: %s", self.study_path, exc)
 
-    # -- main loop -----------------------------------------------------------------------------
-    def run(self) -> JobReport:
+    # -- the strategy's part of the loop ---------------------------------------------------------
+    def begin(self) -> None:
         log.info("AM for sweep %s (%d trials, %d at a time, %s, metric %s %s) on %s; status at %s", self.job_id,
                  self.spec.trials, self.spec.parallel, self.spec.algorithm, self.spec.metric, self.spec.goal,
                  self.containers.name, self.url)
@@ -253,65 +240,36 @@ class SweepMaster:
             if search is not None and self.earlier:
                 self.save_study()
                 trials.check_done(self)
-        self._loop()
-        for slot in [s for s in self.slots.values() if s.alive]:
-            self.containers.kill(slot.id)
-        self.containers.close()
-        with self.lock:
-            self.phase = Phase.DONE
-            report = self.report()
-            self.changed.notify_all()
-        self._write_report(report)
-        self.containers.finish(self.state, self.diagnostics)
-        log.info("sweep %s %s in %.1f s", self.job_id, self.state, report.timings.total_seconds)
-        return report
 
-    def _loop(self) -> None:
-        deadline = time.monotonic() + self.timeouts.job_seconds if self.timeouts.job_seconds else None
-        patience = self.timeouts.stop_grace_seconds + STOP_MARGIN_SECONDS
-        next_snapshot, since = 0.0, None
-        while True:
-            if self.kill_requested:
-                self.kill(self.kill_requested)
-                self.kill_requested = None
-                self._write_report()
-            if self.snapshots and time.monotonic() >= next_snapshot:
-                self._write_report()
-                next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
-            pool.allocate(self)
-            with self.lock:
-                out, self.to_release = self.to_release, []
-            for ex_id in out:
-                self.containers.kill(ex_id)
-            for ended in self.containers.poll():
-                trials.container_ended(self, ended.executor, ended.exit_code, ended.diagnostics, ended.cause)
-            for ex_id in pool.silent(self):
-                self.containers.lost(ex_id)
-                trials.container_ended(self, ex_id, None, "no heartbeat from its executor: declared lost",
-                                       Cause.NODE_LOST)
-            with self.lock:
-                if deadline and time.monotonic() > deadline:
-                    self.finish(JobState.FAILED, f"the sweep ran longer than timeouts.job_seconds "
-                                                 f"({self.timeouts.job_seconds} s)")
-                if self.finishing:
-                    since = since or time.monotonic()
-                    alive = [s for s in self.slots.values() if s.alive]
-                    if not alive or time.monotonic() - since > patience:
-                        return
-                    unheard = [s.id for s in alive if not s.registered]
-                else:
-                    unheard = []
-            for ex_id in unheard:
-                self.containers.kill(ex_id)
-                with self.lock:
-                    self.slots[ex_id].alive = False
-            time.sleep(0.05)
+    def round(self) -> None:
+        pool.allocate(self)
+        with self.lock:
+            out, self.to_release = self.to_release, []
+        for ex_id in out:
+            self.containers.kill(ex_id)
+        for ended in self.containers.poll():
+            trials.container_ended(self, ended.executor, ended.exit_code, ended.diagnostics, ended.cause)
+        for ex_id in pool.silent(self):
+            self.containers.lost(ex_id)
+            trials.container_ended(self, ex_id, None, "no heartbeat from its executor: declared lost",
+                                   Cause.NODE_LOST)
+
+    def verdict(self) -> Tuple[JobState, str]:
+        return self.state, self.diagnostics
+
+    def set_phase(self, phase: Phase) -> None:
+        self.phase = phase
+
+    def live(self) -> List[Tuple[str, bool]]:
+        return [(s.id, s.registered) for s in self.slots.values() if s.alive]
+
+    def watched(self) -> Iterable[Any]:
+        return self.slots.values()
+
+    def stopped_unheard(self, ex_id: str) -> None:
+        self.slots[ex_id].alive = False
 
     # -- report --------------------------------------------------------------------------------
     def report(self) -> JobReport:
         with self.lock:
             return sweep_report(self)
-
-    def _write_report(self, report: Optional[JobReport] = None) -> None:
-        if self.report_path:
-            write_report(self.report_path, report or self.report(), self.plan)

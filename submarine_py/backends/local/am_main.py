@@ -10,9 +10,7 @@ import os
 import sys
 from typing import List
 
-from ...am.master import ApplicationMaster
-from ...am.sweep.master import SweepMaster
-from ...am.process import load_job_file, plan_of, run_am, setup_logging
+from ...am.process import load_job_file, make_am, plan_of, run_am, setup_logging
 from ...states import JobState
 from .backend import SHARED_DIR
 from .containers import LocalContainers
@@ -26,8 +24,8 @@ def main_local(job_dir: str) -> int:
     os.makedirs(shared, exist_ok=True)
     containers = LocalContainers(job_dir, meta["app_id"], dict(plan.job.files), host=host, shared_dir=shared,
                                  submitted_at=meta["submitted_at"])
-    am = (SweepMaster if plan.job.sweep else ApplicationMaster)(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
-                           report_path=os.path.join(job_dir, "report.json"), shared_dir=shared)
+    am = make_am(plan, meta["app_id"], containers, submitted_at=meta["submitted_at"],
+                 report_path=os.path.join(job_dir, "report.json"), shared_dir=shared)
     info_path = os.path.join(job_dir, "am.json")
 
     def write_info() -> None:

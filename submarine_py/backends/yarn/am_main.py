@@ -13,9 +13,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...report import JobReport
-from ...am.master import ApplicationMaster
-from ...am.sweep.master import SweepMaster
-from ...am.process import load_job_file, plan_of, run_am, setup_logging
+from ...am.process import load_job_file, make_am, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
 from ...states import JobState, Phase
 from .app_spec import TOKEN_FILE
@@ -66,9 +64,8 @@ def main_yarn(job_file: str) -> int:
             app.shutdown(JobState.FAILED.value, why)
             return 1
     report_path = os.path.join(log_dir, REPORT_FILE)
-    am = (SweepMaster if plan.job.sweep else ApplicationMaster)(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
-                           token=read_token(os.environ), report_path=report_path, shared_dir=shared,
-                           snapshots=True)
+    am = make_am(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
+                 token=read_token(os.environ), report_path=report_path, shared_dir=shared, snapshots=True)
     attempt = app_attempt(os.environ.get("CONTAINER_ID"))
     if attempt > 1:  # YARN started this AM because an earlier one was lost, or ended the job
         kind, previous, lost = earlier_attempts(rm, app_id, attempt)
