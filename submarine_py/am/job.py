@@ -26,7 +26,30 @@ MAX_EVENTS = 200
 TaskKey = Tuple[str, int]
 
 
-class JobRun:
+class Voice:
+    """How an AM's strategy speaks: its decisions (logged, and kept for the report's ``events``)
+    and the instructions it queues for an executor's long poll. Wants ``events``, ``seq`` and
+    ``changed`` (a condition of the strategy's lock); the gang job's :class:`JobRun` and the
+    sweep's master speak through it."""
+
+    events: List[Event]
+    seq: int
+    changed: threading.Condition
+
+    def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
+        """Log a decision of the AM and keep it for the report's ``events`` (what CI sees)."""
+        log.log(level, msg, *args)
+        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
+        del self.events[:-MAX_EVENTS]
+
+    def send(self, rec: Any, op: str, **kw: Any) -> None:
+        """Queue an instruction for an executor (``rec``: its record; its long poll returns it)."""
+        self.seq += 1
+        rec.instructions.append({"seq": self.seq, "op": op, **kw})
+        self.changed.notify_all()
+
+
+class JobRun(Voice):
     """The job's tasks and executors, its phase and verdict, and the AM's decisions so far."""
 
     def __init__(self, plan: Plan, job_id: str, *, submitted_at: Optional[float] = None,
@@ -70,19 +93,6 @@ class JobRun:
         #: registered for the attempt being started have had their ``min`` (elastic roles).
         self.world_since = time.monotonic()
         self.min_up_since: Optional[float] = None
-
-    # -- the AM's words --------------------------------------------------------------------
-    def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
-        """Log a decision of the AM and keep it for the report's ``events`` (what CI sees)."""
-        log.log(level, msg, *args)
-        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
-        del self.events[:-MAX_EVENTS]
-
-    def send(self, ex: Executor, op: str, **kw: Any) -> None:
-        """Queue an instruction for an executor (its long poll returns it)."""
-        self.seq += 1
-        ex.instructions.append({"seq": self.seq, "op": op, **kw})
-        self.changed.notify_all()
 
     # -- who runs what ---------------------------------------------------------------------
     def live_executor(self, ts: Task) -> Optional[Executor]:

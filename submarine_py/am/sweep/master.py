@@ -45,7 +45,7 @@ from ...plan import Plan
 from ...report import Event, JobReport
 from ...states import Cause, JobState, Phase, TrialState
 from ..containers import Containers
-from ..job import MAX_EVENTS
+from ..job import Voice
 from ..shell import Shell
 from . import pool
 from . import trials
@@ -59,7 +59,7 @@ log = logging.getLogger("subm.am")
 REGISTER_WAIT_SECONDS = 5.0
 
 
-class SweepMaster(Shell):
+class SweepMaster(Shell, Voice):
     what = "sweep"
 
     def __init__(self, plan: Plan, job_id: str, containers: Containers, *,
@@ -90,17 +90,6 @@ class SweepMaster(Shell):
         self.study_path = os.path.join(shared_dir, STUDY_FILE) if shared_dir else None
         #: The trials an earlier AM attempt saved (the shared folder), else its report's.
         self.earlier = load_trials(self.study_path) if self.study_path else []
-
-    # -- the AM's words ------------------------------------------------------------------------
-    def decide(self, msg: str, *args: Any, level: int = logging.INFO) -> None:
-        log.log(level, msg, *args)
-        self.events.append(Event(time=round(time.time(), 3), message=msg % args if args else msg))
-        del self.events[:-MAX_EVENTS]
-
-    def send(self, slot: Slot, op: str, **kw: Any) -> None:
-        self.seq += 1
-        slot.instructions.append({"seq": self.seq, "op": op, **kw})
-        self.changed.notify_all()
 
     @property
     def finishing(self) -> bool:
