@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import pytest
 
-from submarine_py.backends.yarn import containers as yarn_containers
+from submarine_py.backends.yarn import containers as yarn_containers, exits as yarn_exits
 from submarine_py.backends.yarn.containers import YarnContainers
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
@@ -44,8 +44,8 @@ class FakeApp:
 
 @pytest.fixture
 def yarn(monkeypatch):
-    monkeypatch.setattr(yarn_containers, "nm_container", lambda *a, **k: {"exitCode": 1, "diagnostics": ""})
-    monkeypatch.setattr(yarn_containers, "node_log", lambda *a, **k: b"")
+    monkeypatch.setattr(yarn_exits, "nm_container", lambda *a, **k: {"exitCode": 1, "diagnostics": ""})
+    monkeypatch.setattr(yarn_exits, "node_log", lambda *a, **k: b"")
     monkeypatch.setattr(yarn_containers, "_nm_answers", lambda node_http, timeout=1.0: node_http != "dead:8042")
     plan = make_plan(spec_from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
     app = FakeApp([container("worker_0", "RUNNING"), container("worker_1", "RUNNING", node="dead:8042")])

@@ -10,7 +10,7 @@ from typing import List
 import pytest
 
 from submarine_py.backends.yarn.am_main import app_attempt
-from submarine_py.backends.yarn.containers import _tidy
+from submarine_py.backends.yarn.exits import tidy as _tidy
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport
 from submarine_py.am.master import ApplicationMaster
@@ -140,7 +140,7 @@ def test_an_am_that_was_not_running_does_not_blame_the_executors():
     am.supervision.lost_after_seconds = 6.0
     am.job.executors["e1"] = Executor("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
     assert [ex_id for ex_id, _ in am.supervision.silent_executors()] == ["e1"]
-    am.forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own (the shell's loop)
+    am.supervision.forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
     assert am.supervision.silent_executors() == []
 
 

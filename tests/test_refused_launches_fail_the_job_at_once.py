@@ -14,8 +14,9 @@ import pytest
 
 from submarine_py.am.containers import Ended
 from submarine_py.am.recovery import MAX_FAILED_LAUNCHES
-from submarine_py.backends.yarn import containers as yarn_containers
-from submarine_py.backends.yarn.containers import YarnContainers, _tidy
+from submarine_py.backends.yarn import exits as yarn_exits
+from submarine_py.backends.yarn.containers import YarnContainers
+from submarine_py.backends.yarn.exits import container_end, tidy
 from submarine_py.plan import make_plan
 from submarine_py.refusals import SEEN_EXIT_CODES, refusal
 from submarine_py.jobfile import spec_from_dict
@@ -31,7 +32,7 @@ SHELL = ("Exception from container-launch. Container id: container_1_0002_01_000
 
 def nm(code: int, said: str) -> str:
     """YARN's container diagnostics as the AM reads them (tidied to one line)."""
-    return _tidy(SHELL.format(code=code, said=said))
+    return tidy(SHELL.format(code=code, said=said))
 
 
 # -- what is a refusal, and what the verdict says ---------------------------------------------
@@ -107,7 +108,7 @@ def test_an_image_without_bash_or_python3_says_what_it_lacks():
 def test_a_network_the_nodemanager_does_not_allow_names_both_settings():
     said = ("Exception from container-launch. Container id: container_1_0026_01_000004 Exit code: -1 Exception "
             "message: Disallowed network: 'bridge' specified. Allowed networks: are [host]")
-    verdict = refusal(-1, _tidy(said))
+    verdict = refusal(-1, tidy(said))
     assert verdict.startswith("the NodeManager refused network bridge: ")
     assert "allowed-container-networks (yarn-site.xml)" in verdict and "docker.allowed.networks" in verdict
 
@@ -209,12 +210,10 @@ def _container(cid: str, state: str, started: float):
 
 def test_yarn_containers_carry_the_refusal_in_their_end(monkeypatch):
     said = nm(29, "Configuration does not allow docker mount '/opt:/opt:ro', realpath=/opt")
-    monkeypatch.setattr(yarn_containers, "nm_container", lambda *a, **k: {"exitCode": 29, "diagnostics": said,
+    monkeypatch.setattr(yarn_exits, "nm_container", lambda *a, **k: {"exitCode": 29, "diagnostics": said,
                                                                           "state": "DONE"})
-    monkeypatch.setattr(yarn_containers, "node_log", lambda *a, **k: b"")
-    plan = make_plan(spec_from_dict(dict(WORKERS, name="t", docker={"image": "localhost/a:1"})))
-    yc = YarnContainers(_App([]), plan, user="subm")
-    ended = yc._ended(_container("worker_0", "FAILED", 0), "FAILED")
+    monkeypatch.setattr(yarn_exits, "node_log", lambda *a, **k: b"")
+    ended = container_end(_container("worker_0", "FAILED", 0), "FAILED")
     assert "docker.allowed.ro-mounts" in ended.refusal
     assert "exit status 29" in ended.diagnostics
 
@@ -223,9 +222,9 @@ def test_yarn_asks_the_nodemanager_of_an_unregistered_docker_container_before_ya
     """YARN reports a refused container only after its NodeManager's clean-up (5 s or more); the
     NodeManager shows it at once."""
     said = nm(127, "image: untrusted-lce/x:1 is not trusted.")
-    monkeypatch.setattr(yarn_containers, "nm_container", lambda *a, **k: {"exitCode": 127, "diagnostics": said,
+    monkeypatch.setattr(yarn_exits, "nm_container", lambda *a, **k: {"exitCode": 127, "diagnostics": said,
                                                                           "state": "EXITED_WITH_FAILURE"})
-    monkeypatch.setattr(yarn_containers, "node_log", lambda *a, **k: b"")
+    monkeypatch.setattr(yarn_exits, "node_log", lambda *a, **k: b"")
     plan = make_plan(spec_from_dict(dict(WORKERS, name="t", docker={"image": "untrusted-lce/x:1"})))
     import time
 
@@ -240,7 +239,7 @@ def test_yarn_asks_the_nodemanager_of_an_unregistered_docker_container_before_ya
 
 
 def test_yarn_never_asks_after_containers_of_a_job_without_images(monkeypatch):
-    monkeypatch.setattr(yarn_containers, "nm_container", lambda *a, **k: pytest.fail("asked a NodeManager"))
+    monkeypatch.setattr(yarn_exits, "nm_container", lambda *a, **k: pytest.fail("asked a NodeManager"))
     plan = make_plan(spec_from_dict(dict(WORKERS, name="t")))
     app = _App([])
     yc = YarnContainers(app, plan, user="subm")

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import CredentialsError
 from ...plan import Plan, TaskPlan
-from ...refusals import refusal
 from ...am.admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
-from ...states import Cause, GateState, JobState, Placement
+from ...states import GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
+from .exits import container_end, refused_at_node
 from .held import LAUNCH_PAUSE_ENV, held_containers
-from .nodemanager import nm_container, node_log
 from .rest import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
@@ -39,36 +37,11 @@ CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
 #: How long a machine whose executors fell silent is kept out of the job (YARN's own NodeManager
 #: expiry is 10 minutes), unless its NodeManager answers again.
 AVOID_SECONDS = 600
-#: YARN diagnostics are kept to their end (where the NodeManager puts the stderr tail).
-MAX_DIAGNOSTICS = 2000
 #: A container in a Docker image that has not registered this long after YARN allocated it is
 #: asked after at its NodeManager, at most this often: a launch the node refused (refusals.py)
 #: shows there at once, while YARN reports it only after the NodeManager's clean-up (5 s per
 #: container, one after the other: yarn.nodemanager.process-kill-wait.ms), 5-10 s later.
 PROBE_SECONDS = 2.0
-#: NodeManager states of a container whose launch has ended (YARN's NM-side ContainerState).
-NM_EXITED = ("EXITED_WITH_FAILURE", "DONE")
-#: YARN's exit statuses (``ContainerExitStatus``) of a container that the cluster ended itself:
-#: no failure of the program, so its restart spends ``restart.max_cluster_restarts``.
-#: Not among them: -103/-104 (over its memory: the program, or what it asked for), -105 (killed
-#: by the AM: ours), -107 (after the application ended), -109 (too much log).
-CLUSTER_EXIT_STATUSES = {
-    -100: Cause.NODE_LOST,  # ABORTED: released on a node the RM declared lost (or never launched)
-    -101: Cause.NODE_LOST,  # DISKS_FAILED: its node's disks failed
-    -102: Cause.PREEMPTED,  # PREEMPTED: taken back for a queue under its guaranteed share
-    -106: Cause.PREEMPTED,  # KILLED_BY_RESOURCEMANAGER: how the NodeManager records a preempted container
-    -108: Cause.PREEMPTED,  # KILLED_BY_CONTAINER_SCHEDULER: an opportunistic container preempted
-}
-#: The RM's words for the same, for when the NodeManager no longer knows the exit status
-#: (skein passes on the RM's diagnostics of a container that ended with a negative status).
-CLUSTER_DIAGNOSTICS = (
-    ("preempted by scheduler", Cause.PREEMPTED),
-    ("killed by resourcemanager", Cause.PREEMPTED),
-    ("released on a *lost* node", Cause.NODE_LOST),
-    ("disks failed", Cause.NODE_LOST),
-)
-
-
 class YarnContainers(Containers):
     name = "yarn"
     queues_requests = True
@@ -311,7 +284,7 @@ class YarnContainers(Containers):
             elif state in CONTAINER_ENDED and c.id not in self.reported:
                 self.reported.add(c.id)
                 if c.id not in self.killed:
-                    ended.append(self._ended(c, state))
+                    ended.append(container_end(c, state))
         if self.docker_roles and now >= self.next_probe:
             self.next_probe = now + PROBE_SECONDS
             ended += self._refused_launches()
@@ -337,48 +310,12 @@ class YarnContainers(Containers):
             if (c.id in self.where or c.id in self.killed or c.id in self.reported or not c.yarn_node_http_address
                     or not c.yarn_container_id or (started and time.time() - started < PROBE_SECONDS)):
                 continue
-            info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=1.0)
-            code = info.get("exitCode")
-            if info.get("state") not in NM_EXITED or code in (None, 0, -1000):
-                continue
-            ended = self._ended(c, "FAILED", info)
-            if ended.refusal:
+            ended = refused_at_node(c)
+            if ended is not None:
                 log.info("the node refused %s before YARN said so: %s", c.yarn_container_id, ended.refusal)
                 self.reported.add(c.id)
                 out.append(ended)
         return out
-
-    def _ended(self, c: Any, state: str, info: Optional[Dict[str, Any]] = None) -> Ended:
-        """A finished container, with YARN's exit status and reason (from its NodeManager:
-        ``info``, its container record, when already asked)."""
-        code, reason = None, ""
-        if c.yarn_node_http_address and c.yarn_container_id:
-            if info is None:
-                info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=2.0)
-            code, reason = info.get("exitCode"), _tidy(info.get("diagnostics") or "")
-        message = (c.exit_message or "").strip()
-        if not reason or (message and message not in reason and not message.startswith("Container failed during")):
-            reason = "; ".join(x for x in (message, reason) if x)
-        code = int(code) if code not in (None, -1000) else None
-        cause = cluster_cause(code, f"{message} {reason}")  # YARN's words only, not the log's
-        if state == "FAILED" and cause is None and c.yarn_node_http_address and c.yarn_container_id:
-            # skein sends the script's output to <service>.log, not the stderr YARN quotes (not
-            # asked where the cluster took the container: its log does not say why).
-            tail = node_log(c.yarn_node_http_address, c.yarn_container_id, f"{c.service_name}.log", timeout=2.0)
-            if tail:
-                text = tail.decode("utf-8", "replace").strip()
-                if text:
-                    reason += f"; its log ends: {_tidy(text[-600:])}"
-        where = f" on {c.yarn_node_http_address}" if c.yarn_node_http_address else ""
-        words = f"YARN container {c.yarn_container_id or c.id}{where} {state}"
-        if code is not None:
-            words += f", exit status {code}"
-        started = c.start_time.timestamp() if getattr(c, "start_time", None) else None
-        # A refusal of the node (container-executor's or Docker's words in the NodeManager's
-        # diagnostics, or the launch line's in the log): the AM fails the job at once.
-        refused = refusal(code, reason) if state == "FAILED" else ""
-        return Ended(c.id, code, f"{words}: {reason}" if reason else words, role=c.service_name,
-                     started_at=started, refusal=refused, cause=cause)
 
     def _refuse_if_avoided(self, c: Any) -> Optional[Ended]:
         """A container YARN placed on a machine found dead (YARN thinks it alive for minutes)."""
@@ -495,18 +432,6 @@ class YarnContainers(Containers):
         self.app.shutdown((state if state.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
 
 
-def cluster_cause(code: Optional[int], diagnostics: str) -> Optional[Cause]:
-    """The cluster's fault that ended a container, from YARN's exit status (the NodeManager's) or
-    YARN's diagnostics (the RM's, passed on by skein, and the NodeManager's); None: the program's
-    exit, as far as YARN says."""
-    if code in CLUSTER_EXIT_STATUSES:
-        return CLUSTER_EXIT_STATUSES[code]
-    # Else YARN's words (the NodeManager may record the 143 of a container it killed for the RM),
-    # not the stderr the NodeManager quotes after them, which the program wrote.
-    text = re.split(r"last \d+ bytes of", diagnostics.lower())[0]
-    return next((cause for words, cause in CLUSTER_DIAGNOSTICS if words in text), None)
-
-
 def _host(node_http: Optional[str]) -> Optional[str]:
     return node_http.rsplit(":", 1)[0] if node_http else None
 
@@ -520,17 +445,3 @@ def _nm_answers(node_http: str, timeout: float = 1.0) -> bool:
         return requests.get(f"{base}/ws/v1/node/info", timeout=timeout).status_code < 500
     except requests.RequestException:
         return False
-
-
-def _tidy(diagnostics: str) -> str:
-    """YARN's container diagnostics without Java stack frames, on one line, their end kept."""
-    lines = [ln.strip() for ln in diagnostics.splitlines()]
-    text = " ".join(ln for ln in lines if ln and not ln.startswith("at ") and not ln.startswith("..."))
-    parts, seen = [], set()
-    for part in re.split(r"\[\d{4}-\d\d-\d\d [\d:.]+\]", text):  # the NM stamps each message
-        part = re.sub(r"\s+", " ", part).strip()
-        if part and part not in seen:
-            seen.add(part)
-            parts.append(part)
-    text = " ".join(parts)
-    return text if len(text) <= MAX_DIAGNOSTICS else "..." + text[-MAX_DIAGNOSTICS:]
