@@ -140,7 +140,7 @@ def test_an_am_that_was_not_running_does_not_blame_the_executors():
     am.supervision.lost_after_seconds = 6.0
     am.job.executors["e1"] = Executor("e1", "worker", registered=True, last_seen=time.monotonic() - 8.0)
     assert [ex_id for ex_id, _ in am.supervision.silent_executors()] == ["e1"]
-    am.supervision.forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own
+    am.forgive_stall(5.0)  # 8 s without a word, 5 of them the AM's own (the shell's loop)
     assert am.supervision.silent_executors() == []
 
 
