@@ -53,3 +53,20 @@ def test_the_local_backend_refuses_a_sweep_without_optuna_at_validation(monkeypa
         spec_from_dict({"name": "j", "framework": "pytorch", "roles": ROLES, "sweep": SWEEP},
                        rules=LocalBackend().check)
     assert "sweep" in str(caught.value) and "Optuna is not installed" in str(caught.value)
+
+
+def test_yarn_refuses_a_sweep_without_optuna_where_its_am_runs_this_interpreter(monkeypatch):
+    """On YARN the AM runs with the submitting interpreter unless ``environment.python`` names
+    the nodes' own (then what it has is not known here: no refusal)."""
+    from submarine_py.backends.yarn.backend import YarnBackend
+
+    monkeypatch.setattr(extras, "_importable", lacking("optuna", "tensorboard"))
+    data = {"name": "j", "framework": "pytorch", "roles": ROLES, "sweep": SWEEP}
+    with pytest.raises(SpecError) as caught:
+        spec_from_dict(data, rules=YarnBackend().check)
+    assert "sweep: Optuna is not installed for" in str(caught.value)
+    # The tasks' archive is theirs: the AM still runs this interpreter.
+    with pytest.raises(SpecError):
+        spec_from_dict(dict(data, environment={"archive": "hdfs:///envs/e.tar.gz"}), rules=YarnBackend().check)
+    assert spec_from_dict(dict(data, environment={"python": "/opt/env/bin/python3"}),
+                          rules=YarnBackend().check).sweep is not None

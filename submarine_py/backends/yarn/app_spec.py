@@ -15,10 +15,10 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import interpreters
-from ...jobfile.model import AclSpec
+from ...jobfile.model import AclSpec, JobSpec
 from ...plan import Plan, TaskPlan
 from ...executor import main as executor_module
 from . import shipping
@@ -85,6 +85,18 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
             "task_setup": interpreters.shell_path(python),
             "task_env": {interpreters.WRAPPER_ENV: "1"}}
+
+
+def runs_submitting_python(spec: JobSpec) -> Tuple[bool, bool]:
+    """Whether the AM, and the tasks outside images, run with the interpreter that submits
+    (:func:`python_command`'s choice, read from the spec alone): what is installed here is
+    then what they have (:mod:`submarine_py.extras`). ``environment.python`` names another for
+    both, unless every role is in an image (then it is the images', and the AM runs this one);
+    ``environment.archive`` brings the tasks their own."""
+    env = spec.environment
+    in_images = all(role.docker for role in spec.roles.values())
+    other = bool(env.python) and not in_images and not env.archive
+    return not other, not other and not env.archive
 
 
 def docker_script(plan: Plan) -> str:

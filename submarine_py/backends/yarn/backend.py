@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Set, TextIO
 
+from ... import extras
 from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError
 from ...jobfile.model import JobSpec
 from ...plan import Plan
@@ -30,6 +31,7 @@ from ...executor import bundle
 from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import write_app_logs
+from .app_spec import runs_submitting_python
 from .attempts import REPORT_FILE, last_left
 from .capacity import TAG, admit_at_submission, leaf_queue
 from .nodemanager import node_log
@@ -85,8 +87,10 @@ class YarnBackend(Backend):
 
     # -- before submission --------------------------------------------------------
     def check(self, spec: JobSpec) -> List[Problem]:
-        """YARN's rules on the spec alone (``rules.py``): no cluster, no skein."""
-        return rules.problems(spec)
+        """YARN's rules on the spec alone (``rules.py``): no cluster, no skein; and the packages
+        its features need where they run with this interpreter (:mod:`submarine_py.extras`)."""
+        am_here, tasks_here = runs_submitting_python(spec)
+        return rules.problems(spec) + extras.missing(spec, am_here=am_here, tasks_here=tasks_here)
 
     def check_cluster(self, plan: Plan) -> None:
         """Refuse what this cluster can never run, with the numbers, before submitting; on a
