@@ -15,6 +15,8 @@ import os
 import shlex
 from typing import List, Optional, Tuple
 
+from .executor import protocol
+
 #: The names a command may use for the job's interpreter.
 NAMES = ("python", "python3")
 #: The wrapper folder in a YARN container's working directory.
@@ -24,7 +26,7 @@ YARN_BIN_DIR = ".subm-bin"
 #: starts: the launch script's mkdir and chmod were processes of their own in every container,
 #: while the gang assembles. (A flag, not the script: YARN writes variables into its launch
 #: script unescaped, where a "$@" would be expanded.)
-WRAPPER_ENV = "SUBM_PYTHON_WRAPPER"
+WRAPPER_ENV = protocol.PYTHON_WRAPPER
 
 
 def wrapper_script(python: str) -> str:

@@ -10,6 +10,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .executor import protocol
 from .frameworks import Framework, TaskRun, get_framework
 from .jobfile.model import TENSORBOARD_ROLE, DockerSpec, JobSpec, Resources
 from .units import split_address
@@ -115,7 +116,7 @@ class Plan:
         """What every executor of ``role`` reads from its environment, whoever starts it (the AM,
         or YARN for the containers requested with the application): the one route of the
         job's settings to the executor (``SUBM_STOP_GRACE``: timeouts.stop_grace_seconds)."""
-        return {"SUBM_ROLE": role, "SUBM_STOP_GRACE": f"{self.job.timeouts.stop_grace_seconds:g}"}
+        return {protocol.ROLE: role, protocol.STOP_GRACE: f"{self.job.timeouts.stop_grace_seconds:g}"}
 
     @property
     def processes_by_role(self) -> Dict[str, int]:
@@ -139,30 +140,30 @@ class Plan:
         fw = self.framework
         run = TaskRun(job_id=job_id, attempt=attempt, max_restarts=self.job.restart.max_restarts)
         subm = {
-            "SUBM_JOB_ID": job_id,
-            "SUBM_JOB_NAME": self.job.name,
-            "SUBM_FRAMEWORK": self.job.framework,
-            "SUBM_ROLE": task.role,
-            "SUBM_INDEX": str(index),
-            "SUBM_ATTEMPT": str(attempt),
-            "SUBM_HOST": host,
-            "SUBM_PORT": port,
-            "SUBM_NUM_TASKS": str(sum(len(a) for a in cluster.values())),
-            "SUBM_CLUSTER_SPEC": json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
-            "SUBM_LOCAL_WORLD_SIZE": str(task.processes),
+            protocol.JOB_ID: job_id,
+            protocol.JOB_NAME: self.job.name,
+            protocol.FRAMEWORK: self.job.framework,
+            protocol.ROLE: task.role,
+            protocol.INDEX: str(index),
+            protocol.ATTEMPT: str(attempt),
+            protocol.HOST: host,
+            protocol.PORT: port,
+            protocol.NUM_TASKS: str(sum(len(a) for a in cluster.values())),
+            protocol.CLUSTER_SPEC: json.dumps({r: list(a) for r, a in cluster.items()}, sort_keys=True),
+            protocol.LOCAL_WORLD_SIZE: str(task.processes),
         }
         if shared_dir:
-            subm["SUBM_SHARED_DIR"] = shared_dir
+            subm[protocol.SHARED_DIR] = shared_dir
         tensorboard_dir = self.tensorboard_dir(shared_dir)
         if tensorboard_dir:
-            subm["SUBM_TENSORBOARD_DIR"] = tensorboard_dir
+            subm[protocol.TENSORBOARD_DIR] = tensorboard_dir
         envs = []
         for local_rank in range(task.processes):
             env = fw.defaults(task.role, task.processes)
             env.update(task.env)
             env.update(fw.env(cluster, task.role, index, local_rank, self.processes_by_role, run))
             env.update(subm)
-            env["SUBM_LOCAL_RANK"] = str(local_rank)
+            env[protocol.LOCAL_RANK] = str(local_rank)
             envs.append(env)
         return envs
 

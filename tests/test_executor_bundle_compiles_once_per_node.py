@@ -73,8 +73,8 @@ def test_a_damaged_copy_is_compiled_again_and_replaced(container, tmp_path):
     kept.write_bytes(b"not marshal data")
     assert run_bundle(container, app_dir)[1] == "subm_am_client subm_envcache subm_nvml"
     with open(kept, "rb") as f:
-        assert set(marshal.load(f)) == {"executor", "proctree", "processes", "stderr", "nvml", "am_client", "workdir", "trial_metric",
-                                            "envcache"}
+        assert set(marshal.load(f)) == {"executor", "protocol", "proctree", "processes", "stderr", "nvml", "am_client", "workdir",
+                                            "trial_metric", "envcache"}
 
 
 @pytest.mark.local

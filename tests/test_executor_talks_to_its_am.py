@@ -157,7 +157,7 @@ def test_urls_split_into_scheme_host_port_and_path(url, parts):
 def test_the_executor_registers_without_importing_urllib_or_subprocess(tmp_path):
     """What each task container pays before it registers: the executor as YARN runs it
     (``python3 -S``, its siblings beside it), stopped right after loading."""
-    for name in ("executor", "proctree", "processes", "nvml", "am_client"):
+    for name in ("executor", "protocol", "proctree", "processes", "nvml", "am_client"):
         source = EXECUTOR_PACKAGE / ("main.py" if name == "executor" else f"{name}.py")
         (tmp_path / f"subm_{name}.py").write_text(source.read_text())
     probe = ("import runpy, sys; runpy.run_path('subm_executor.py', run_name='probe'); "

@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, Optional
 
+from ..executor import protocol
 from ..states import JobState, Phase, TaskState
 from .containers import Containers
 from .diagnostics import gang_missing
@@ -137,7 +138,7 @@ class Registration:
             ts.state = TaskState.RUNNING
             if job.is_tensorboard(ts):
                 job.decide("%s starts TensorBoard at %s, reading %s", ts.plan.id, job.tensorboard_url,
-                           envs[0].get("SUBM_TENSORBOARD_DIR") or "no log folder (the job has no shared folder)")
+                           envs[0].get(protocol.TENSORBOARD_DIR) or "no log folder (the job has no shared folder)")
             # One process per environment, in local-rank order (``env``: the first, and all
             # that one process needs); the executor treats them as one task.
             more = {"envs": envs} if len(envs) > 1 else {}

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
+from ..executor import protocol
 from ..templating import render
 from .shell import AM
 
@@ -80,11 +81,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         url = urlparse(self.path)
         path = url.path.rstrip("/") or "/"
-        if path.endswith("/v1/am"):  # how containers find the AM through the RM's proxy
+        if path.endswith(protocol.PATH_AM):  # how containers find the AM through the RM's proxy
             return self._reply(200, {"url": self.master.url, "app_id": self.master.job_id})
-        if path.endswith("/v1/status"):
+        if path.endswith(protocol.PATH_STATUS):
             return self._reply(200, self.master.report().to_dict())
-        if path == "/v1/next":
+        if path == protocol.PATH_NEXT:
             if not self._authorized():
                 return
             q = parse_qs(url.query)
@@ -110,19 +111,19 @@ class _Handler(BaseHTTPRequestHandler):
             path = urlparse(self.path).path
             if body.get("executor") is not None:
                 self.master.heard_from(str(body["executor"]))
-            if path == "/v1/register":
+            if path == protocol.PATH_REGISTER:
                 return self._reply(200, self.master.on_register(body))
-            if path == "/v1/started":
+            if path == protocol.PATH_STARTED:
                 self.master.on_started(body)
-            elif path == "/v1/exit":
+            elif path == protocol.PATH_EXIT:
                 self.master.on_exit(body)
-            elif path == "/v1/metric":
+            elif path == protocol.PATH_METRIC:
                 self.master.on_metric(body)
-            elif path == "/v1/gpu":
+            elif path == protocol.PATH_GPU:
                 self.master.on_gpu(body)
-            elif path == "/v1/goodbye":
+            elif path == protocol.PATH_GOODBYE:
                 self.master.on_goodbye(body)
-            elif path == "/v1/kill":
+            elif path == protocol.PATH_KILL:
                 self.master.kill(str(body.get("why") or "killed by request"))
             else:
                 return self._reply(404, {"error": f"no such path {path}"})

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple
 
+from ..executor import protocol
 from ..plan import Plan, TaskPlan
 from ..report import JobReport
 from ..states import JobState, Phase
@@ -102,8 +103,8 @@ class Shell:
 
     def executor_env(self, task: TaskPlan) -> Dict[str, str]:
         """What the containers must put in the environment of an executor the AM starts."""
-        return {"SUBM_AM_URL": self.url, "SUBM_TOKEN": self.token, "SUBM_JOB_ID": self.job_id,
-                "SUBM_INDEX": str(task.index), **self.plan.executor_settings(task.role)}
+        return {protocol.AM_URL: self.url, protocol.TOKEN: self.token, protocol.JOB_ID: self.job_id,
+                protocol.INDEX: str(task.index), **self.plan.executor_settings(task.role)}
 
     # -- the strategy's hooks ------------------------------------------------------------------
     def begin(self) -> None:

@@ -27,7 +27,10 @@ try:
 except ImportError:  # pragma: no cover - not CPython
     import socket
 
-AM_LOST_SECONDS = float(os.environ.get("SUBM_AM_LOST_SECONDS", "60"))
+if __package__:  # shipped, main.py's _sibling gives every module ``protocol`` before it runs
+    from . import protocol
+
+AM_LOST_SECONDS = float(os.environ.get(protocol.AM_LOST_SECONDS, "60"))
 DISCOVERY_MAX_DELAY = 0.25
 MAX_REDIRECTS = 5
 MAX_LINE = 65536
@@ -306,8 +309,8 @@ def discover_am(env):
     AM's endpoint through the YARN RM's web proxy (containers declared up front), once per
     node: the first of the job's executors on a node to find it leaves it for the others
     (:func:`_node_copy`)."""
-    if env.get("SUBM_AM_URL"):
-        return env["SUBM_AM_URL"]
+    if env.get(protocol.AM_URL):
+        return env[protocol.AM_URL]
     copy = _node_copy(env)
     if copy:
         try:
@@ -317,8 +320,8 @@ def discover_am(env):
                 return found
         except OSError:
             pass
-    url = env["SUBM_AM_DISCOVERY"].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
-    deadline = time.monotonic() + float(env.get("SUBM_AM_DISCOVERY_SECONDS", "600"))
+    url = env[protocol.AM_DISCOVERY].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
+    deadline = time.monotonic() + float(env.get(protocol.AM_DISCOVERY_SECONDS, "600"))
     # Executors usually start before the AM has published its endpoint. A short, capped
     # backoff finds it within DISCOVERY_MAX_DELAY of its publication (a 1 s cap cost the
     # gang up to 1 s), at a few requests per second per executor for those seconds.
@@ -369,11 +372,11 @@ def _leave_copy(path, url):
 def read_token(env):
     """The job's secret: SUBM_TOKEN, or the file SUBM_TOKEN_FILE names (read once, then
     unlinked from the working directory so the task's own files do not carry it)."""
-    if env.get("SUBM_TOKEN"):
-        return env["SUBM_TOKEN"]
-    path = env.get("SUBM_TOKEN_FILE")
+    if env.get(protocol.TOKEN):
+        return env[protocol.TOKEN]
+    path = env.get(protocol.TOKEN_FILE)
     if not path:
-        raise KeyError("SUBM_TOKEN")
+        raise KeyError(protocol.TOKEN)
     with open(path) as f:
         token = f.read().strip()
     try:

@@ -39,6 +39,9 @@ import threading
 import time
 import zipfile
 
+if __package__:  # shipped, main.py's _sibling gives every module ``protocol`` before it runs
+    from . import protocol
+
 DEFAULT_MAX_AGE_DAYS = 7.0
 CHUNK = 1 << 20
 #: Leftovers of an unpack or a removal that did not finish are removed after this long.
@@ -313,10 +316,10 @@ class ShippedEnvironment:
 
     def __init__(self, env, workdir, log=None):
         self.log = log or (lambda msg: None)
-        self.archive = os.path.abspath(env["SUBM_ENV_ARCHIVE"])
-        self.sha256 = env.get("SUBM_ENV_SHA256") or None
-        self.cache_dir = env.get("SUBM_ENV_CACHE") or None
-        self.max_age_days = float(env.get("SUBM_ENV_CACHE_DAYS") or 7)
+        self.archive = os.path.abspath(env[protocol.ENV_ARCHIVE])
+        self.sha256 = env.get(protocol.ENV_SHA256) or None
+        self.cache_dir = env.get(protocol.ENV_CACHE) or None
+        self.max_age_days = float(env.get(protocol.ENV_CACHE_DAYS) or 7)
         self.workdir = workdir
         self.path = None
         self.error = None
@@ -346,4 +349,4 @@ class ShippedEnvironment:
         if self.error:
             raise OSError(self.error)
         env["PATH"] = os.path.join(self.path, "bin") + os.pathsep + env.get("PATH", "")
-        env["SUBM_ENVIRONMENT"] = self.path
+        env[protocol.ENVIRONMENT] = self.path

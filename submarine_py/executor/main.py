@@ -62,8 +62,9 @@ subprocess = None
 
 #: The modules the executor imports, standard library only like itself, shipped with it
 #: (see :func:`shipped_files`, ``bundle.py``): process tree, the task's processes, NVML
-#: sampling, the AM, the working directory, a sweep's trial's metric.
-SIBLINGS = ("proctree", "processes", "stderr", "nvml", "am_client", "workdir", "trial_metric")
+#: sampling, the AM, the working directory, a sweep's trial's metric; and the names of the
+#: protocol with the AM (``protocol.py``, which the AM imports too).
+SIBLINGS = ("protocol", "proctree", "processes", "stderr", "nvml", "am_client", "workdir", "trial_metric")
 #: Loaded only with environment.archive (see ``envcache.py``); shipped only then where the
 #: modules travel as files of their own.
 ENVCACHE = "envcache"
@@ -112,6 +113,8 @@ def _sibling(name):
         return importlib.import_module("." + name, __package__)
     if name not in _LOADED:
         module = type(sys)(shipped_name(name)[:-3])  # a plain module (importlib costs imports)
+        if name != "protocol":  # the protocol's names, for every module (see protocol.py)
+            module.protocol = _sibling("protocol")
         compiled = globals().get("SUBM_CODE") or {}  # the bundle's (see bundle.py)
         if name in compiled:
             module.__file__, code = __file__, compiled[name]
@@ -133,6 +136,7 @@ def _sibling_source(name):
     raise ImportError("%s.py is not beside %s" % (name, __file__))
 
 
+protocol = _sibling("protocol")  # the names of the protocol with the AM
 proctree, am_client = _sibling("proctree"), _sibling("am_client")  # nvml: when a task has GPUs
 
 
@@ -173,17 +177,17 @@ def _fqdn():
 class Executor:
     def __init__(self, env):
         self.env = env
-        self.executor_id = env.get("SUBM_EXECUTOR_ID") or env["SKEIN_CONTAINER_ID"]
-        self.role = env["SUBM_ROLE"]
+        self.executor_id = env.get(protocol.EXECUTOR_ID) or env["SKEIN_CONTAINER_ID"]
+        self.role = env[protocol.ROLE]
         #: SIGTERM -> SIGKILL whenever the task is stopped: the job's timeouts.stop_grace_seconds,
         #: which reaches the executor by this one route (the plan's executor_settings).
-        self.grace = float(env["SUBM_STOP_GRACE"])
-        self.index_hint = env.get("SUBM_INDEX") or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
-        self.host = env.get("SUBM_ADVERTISE_HOST") or env.get("NM_HOST") or _fqdn()
-        self.workdir = env.get("SUBM_WORKDIR") or os.getcwd()
+        self.grace = float(env[protocol.STOP_GRACE])
+        self.index_hint = env.get(protocol.INDEX) or _index_from_container_id(env.get("SKEIN_CONTAINER_ID"))
+        self.host = env.get(protocol.ADVERTISE_HOST) or env.get("NM_HOST") or _fqdn()
+        self.workdir = env.get(protocol.WORKDIR) or os.getcwd()
         # environment.archive: unpacked into the node's cache in the background while we register.
         self.environment = (_sibling(ENVCACHE).ShippedEnvironment(env, self.workdir, log=_log)
-                            if env.get("SUBM_ENV_ARCHIVE") else None)
+                            if env.get(protocol.ENV_ARCHIVE) else None)
         self.am = am_client.AMClient(am_client.discover_am(env), am_client.read_token(env), self.executor_id)
         self.instructions = SimpleQueue()
         self.reservation = None
@@ -212,7 +216,7 @@ class Executor:
                 "host": self.host, "port": self.reservation.port, "pid": os.getpid(),
                 "attempt": attempt, "container": self.env.get("CONTAINER_ID"),
                 "node_http": _node_http(self.env), "log_dirs": self.env.get("LOG_DIRS")}
-        reply = self.am.call("POST", "/v1/register", body)
+        reply = self.am.call("POST", protocol.PATH_REGISTER, body)
         self.index_hint = str(reply.get("index", self.index_hint))
         try:
             self.poll_seconds = min(max(float(reply.get("heartbeat", POLL_SECONDS)), 0.2), 20.0)
@@ -226,8 +230,8 @@ class Executor:
             printed = _sibling("stderr").last_printed(self.task_started) if task is not None and task.running() else None
             quiet = "" if printed is None else "&quiet=%.1f&attempt=%d" % (max(0.0, time.time() - printed), attempt)
             try:
-                reply = self.am.call("GET", "/v1/next?executor=%s&after=%d&wait=%g%s"
-                                     % (self.executor_id, self.seq, self.poll_seconds, quiet),
+                reply = self.am.call("GET", "%s?executor=%s&after=%d&wait=%g%s"
+                                     % (protocol.PATH_NEXT, self.executor_id, self.seq, self.poll_seconds, quiet),
                                      timeout=self.poll_seconds + 10)
             except Exception as exc:  # AM gone for good: stop the task, leave
                 self.instructions.put({"op": "am-lost", "why": str(exc)})
@@ -255,7 +259,7 @@ class Executor:
         """Start the attempt's processes: one per environment of the instruction (``envs``,
         in local-rank order; ``env`` alone for one process)."""
         base = dict(os.environ)
-        for k in ("SUBM_TOKEN", "SUBM_TOKEN_FILE", "SUBM_AM_URL", "SUBM_EXECUTOR_ID", "SUBM_PYTHON_WRAPPER"):
+        for k in (protocol.TOKEN, protocol.TOKEN_FILE, protocol.AM_URL, protocol.EXECUTOR_ID, protocol.PYTHON_WRAPPER):
             base.pop(k, None)
         envs = [dict(base, **e) for e in (instr.get("envs") or [instr["env"]])]
         header = instr.get("header") or "[subm] %s attempt %s" % (self.role, instr["attempt"])
@@ -272,7 +276,7 @@ class Executor:
         if not instr.get("hold_port"):
             self.reservation.release()
         cwd = instr.get("workdir") or self.workdir
-        shared = envs[0].get("SUBM_SHARED_DIR")
+        shared = envs[0].get(protocol.SHARED_DIR)
         if shared and not os.path.isdir(shared):
             sys.stderr.write("[subm] SUBM_SHARED_DIR %s is not a folder on %s: shared_dir must be a path "
                              "that every node mounts\n" % (shared, self.host))
@@ -303,7 +307,7 @@ class Executor:
                 every = max(0.5, float(instr.get("gpu_sample_seconds") or 5))
                 am_client.start_thread(self.sample_gpus, every)
         try:
-            self.am.call("POST", "/v1/started", {"executor": self.executor_id, "attempt": instr["attempt"],
+            self.am.call("POST", protocol.PATH_STARTED, {"executor": self.executor_id, "attempt": instr["attempt"],
                                                  "pid": self.task.pids[0], "pids": self.task.pids})
         except Exception as exc:
             _log("could not tell the AM the task started: %s" % exc)
@@ -321,7 +325,7 @@ class Executor:
             if not pending:
                 continue
             try:
-                self.am.call("POST", "/v1/gpu", {"executor": self.executor_id, "samples": pending},
+                self.am.call("POST", protocol.PATH_GPU, {"executor": self.executor_id, "samples": pending},
                              timeout=5, retry_for=0)
                 pending = []
             except Exception:  # the AM is busy or gone: the main loop handles a lost AM
@@ -403,7 +407,7 @@ class Executor:
         if hung is not None:
             body["hung"], body["stdout_tail"] = hung[1], hung[3]
         try:
-            self.am.call("POST", "/v1/exit", body)
+            self.am.call("POST", protocol.PATH_EXIT, body)
         except Exception as exc:
             _log("could not report exit code %s to the AM: %s" % (code, exc))
 
@@ -444,17 +448,17 @@ class Executor:
                 self.done.set()
                 if op == "exit":
                     try:
-                        self.am.call("POST", "/v1/goodbye", {"executor": self.executor_id}, retry_for=2)
+                        self.am.call("POST", protocol.PATH_GOODBYE, {"executor": self.executor_id}, retry_for=2)
                     except Exception:
                         pass
                 return int(instr.get("code", 0 if op == "exit" else 1))
 
 
 def main():
-    if os.environ.get("SUBM_LOG_TO_CONTAINER") == "1":
+    if os.environ.get(protocol.LOG_TO_CONTAINER) == "1":
         log_to_container(os.environ)
     try:
-        _sibling("workdir").lay_out_files(os.environ, os.environ.get("SUBM_WORKDIR") or os.getcwd(),
+        _sibling("workdir").lay_out_files(os.environ, os.environ.get(protocol.WORKDIR) or os.getcwd(),
                                           am_client.loads)
     except (OSError, ValueError) as exc:
         _log("cannot lay out the job's files: %s" % exc)

@@ -3,6 +3,9 @@ main.py): the lines of the trial's stdout naming the metric (``name=``), sent to
 which parses them (``submarine_py.metrics``)."""
 import time
 
+if __package__:  # shipped, main.py's _sibling gives every module ``protocol`` before it runs
+    from . import protocol
+
 #: How often a sweep's trial's new stdout is read for lines naming its metric (seconds).
 METRIC_SCAN_SECONDS = 0.25
 #: At most this much of a trial's new stdout is read per scan (what is skipped has no say).
@@ -45,7 +48,7 @@ class TrialMetric:
         lines = self.lines()
         if lines:
             try:
-                am.call("POST", "/v1/metric", {"executor": executor_id, "attempt": attempt, "lines": lines},
+                am.call("POST", protocol.PATH_METRIC, {"executor": executor_id, "attempt": attempt, "lines": lines},
                         timeout=5, retry_for=2)
             except Exception as exc:
                 self.offset = start

@@ -7,13 +7,16 @@ the executor registers) and the ``python`` wrappers (written before the first co
 import os
 import sys
 
+if __package__:  # shipped, main.py's _sibling gives every module ``protocol`` before it runs
+    from . import protocol
+
 
 def lay_out_files(env, workdir, loads):
     """On YARN: unpack the job's files archive into the working directory as real files
     (YARN localizes it as a symlink into its cache; scripts must import their siblings),
     and link each ``scheme://`` source, localized under a flat name, at its destination.
     ``loads``: a JSON decoder (am_client's, which spares the executor json's imports)."""
-    archive = env.get("SUBM_FILES_ARCHIVE")
+    archive = env.get(protocol.FILES_ARCHIVE)
     if archive:
         path = os.path.join(workdir, archive)
         if os.path.exists(path):
@@ -28,7 +31,7 @@ def lay_out_files(env, workdir, loads):
             except tarfile.TarError as exc:
                 raise ValueError("%s: %s" % (archive, exc)) from None
             os.remove(path)  # only the link to YARN's cache
-    links = loads(env.get("SUBM_FILES_LINKS") or "{}")
+    links = loads(env.get(protocol.FILES_LINKS) or "{}")
     for dest, name in links.items():
         src, target = os.path.join(workdir, name), os.path.join(workdir, dest)
         if os.path.lexists(src) and not os.path.lexists(target):
@@ -43,7 +46,7 @@ def write_python_wrappers(env, workdir):
     so: wrappers that start this executor's interpreter by the path it was started from
     (the package's interpreters.py says why wrappers, and why here rather than in the launch
     script, which put ``.subm-bin`` first on PATH)."""
-    if not env.get("SUBM_PYTHON_WRAPPER") or not sys.executable:
+    if not env.get(protocol.PYTHON_WRAPPER) or not sys.executable:
         return  # the interpreter's own folder is next on PATH
     import shlex  # once the gang is up: its imports (re) no longer delay anyone
 

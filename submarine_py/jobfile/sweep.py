@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any, Dict, Mapping, Optional
 
+from ..executor import protocol
 from .fields import show
 from .model import EarlyStopSpec, JobSpec, ParamSpec, RoleSpec, SweepSpec
 from .reader import FieldReader
@@ -27,7 +28,7 @@ METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]{0,127}\Z")
 MAX_TRIALS, MAX_PARALLEL, MAX_CHOICES = 100_000, 1000, 1000
 DEFAULT_MAX_FAILED_TRIALS = 3
 #: The prefix of a parameter's variable in a trial's environment.
-PARAM_PREFIX = "SUBM_PARAM_"
+PARAM_PREFIX = protocol.PARAM_PREFIX
 
 
 def param_variable(name: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...errors import SubmarineError
+from ...executor import protocol
 from ...jobfile.model import SweepSpec
 from ...jobfile.sweep import param_variable
 from ...report import SweepReport, TrialReport
@@ -47,7 +48,7 @@ def require_optuna() -> Any:
 
 def trial_env(number: int, params: Dict[str, Any]) -> Dict[str, str]:
     """What a trial finds in its environment: ``SUBM_TRIAL`` and ``SUBM_PARAM_<NAME>`` each."""
-    env = {"SUBM_TRIAL": str(number)}
+    env = {protocol.TRIAL: str(number)}
     for name, value in params.items():
         env[param_variable(name)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return env

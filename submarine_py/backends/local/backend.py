@@ -30,6 +30,7 @@ import requests
 
 from ... import extras
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
+from ...executor import protocol
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...home import subm_home
 from ...jobfile.files import source_problems
@@ -200,7 +201,7 @@ class LocalBackend(Backend):
         info, pid = self._am_info(job_dir), self._am_pid(job_dir)
         if info.get("url"):
             try:
-                live = requests.get(info["url"] + "/v1/status", timeout=5).json()
+                live = requests.get(info["url"] + protocol.PATH_STATUS, timeout=5).json()
                 return replace(JobReport.from_dict(live), final=False)
             except (requests.RequestException, ValueError, KeyError, TypeError):
                 pass
@@ -236,7 +237,7 @@ class LocalBackend(Backend):
         if not info.get("url") or not info.get("token"):
             return False
         try:
-            requests.post(info["url"] + "/v1/kill", json={"why": why}, timeout=5,
+            requests.post(info["url"] + protocol.PATH_KILL, json={"why": why}, timeout=5,
                           headers={"Authorization": f"Bearer {info['token']}"}).raise_for_status()
         except requests.RequestException:
             return False

@@ -13,7 +13,7 @@ from ... import interpreters
 from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
-from ...executor import main as executor_module
+from ...executor import main as executor_module, protocol
 from ...am.admission import Verdict
 from ...am.containers import Containers, Ended
 from ...refusals import refusal
@@ -105,7 +105,7 @@ class LocalContainers(Containers):
         ex_id = f"{task.role}-{task.index}-e{self.launches}"
         wd = self._prepare_workdir(task)
         os.makedirs(os.path.dirname(self.log_path(task)), exist_ok=True)
-        full_env = dict(env, SUBM_EXECUTOR_ID=ex_id, SUBM_ADVERTISE_HOST=self.host, SUBM_WORKDIR=wd)
+        full_env = dict(env, **{protocol.EXECUTOR_ID: ex_id, protocol.ADVERTISE_HOST: self.host, protocol.WORKDIR: wd})
         gpus = self._take_gpus(task, ex_id)
         if self.has_gpus and not task.docker:
             full_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # isolation, as YARN gives it
@@ -135,7 +135,7 @@ class LocalContainers(Containers):
             err.close()
         self.procs[ex_id] = proc
         self.tasks[ex_id] = task
-        self.stop_grace[ex_id] = float(env["SUBM_STOP_GRACE"])
+        self.stop_grace[ex_id] = float(env[protocol.STOP_GRACE])
         return ex_id
 
     def _python_path(self, rest: str) -> str:

@@ -8,11 +8,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ... import interpreters
 from ...plan import TaskPlan
-from ...executor import main as executor_module
+from ...executor import main as executor_module, protocol
 
 LABEL = "subm.job"
 #: Variables passed by name only (see :func:`run_argv`).
-SECRET_VARIABLES = frozenset({"SUBM_TOKEN"})
+SECRET_VARIABLES = frozenset({protocol.TOKEN})
 #: Where the executor and its siblings are mounted (their shipped names, as on YARN).
 EXECUTOR_DIR = "/opt/submarine"
 EXECUTOR_IN_CONTAINER = f"{EXECUTOR_DIR}/{executor_module.shipped_name('executor')}"

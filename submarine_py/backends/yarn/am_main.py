@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ...executor import protocol
 from ...report import JobReport
 from ...am.process import load_job_file, make_am, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
@@ -29,7 +30,7 @@ log = logging.getLogger("subm.am.yarn")
 
 def read_token(env: Mapping[str, str]) -> str:
     """The job's secret, from the file YARN localized (see ``app_spec.TOKEN_FILE``)."""
-    with open(env.get("SUBM_TOKEN_FILE") or TOKEN_FILE) as f:
+    with open(env.get(protocol.TOKEN_FILE) or TOKEN_FILE) as f:
         return f.read().strip()
 
 

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ... import interpreters
 from ...jobfile.model import AclSpec, JobSpec
 from ...plan import Plan, TaskPlan
-from ...executor import main as executor_module
+from ...executor import main as executor_module, protocol
 from . import shipping
 from .attempts import am_attempts
 from .capacity import TAG, gang_tag
@@ -134,11 +134,11 @@ def archive_env(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     if not env.archive:
         return {}
     suffix = ".zip" if env.archive.endswith(".zip") else ".tar.gz"
-    out = {"SUBM_ENV_ARCHIVE": ENV_ARCHIVE + suffix}
+    out = {protocol.ENV_ARCHIVE: ENV_ARCHIVE + suffix}
     if opts.archive_sha256:
-        out["SUBM_ENV_SHA256"] = opts.archive_sha256
+        out[protocol.ENV_SHA256] = opts.archive_sha256
     if env.cache_dir:
-        out["SUBM_ENV_CACHE"] = env.cache_dir
+        out[protocol.ENV_CACHE] = env.cache_dir
     return out
 
 
@@ -206,7 +206,7 @@ def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
     return skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
         files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
-        env={"SUBM_TOKEN_FILE": TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+        env={protocol.TOKEN_FILE: TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
              "PYTHONPATH": PACKAGE_PARENT,
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
         script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
@@ -246,10 +246,10 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
     """What a role's executors start with (the rest comes from the AM once they register)."""
     files = plan.job.files
     return {
-        "SUBM_TOKEN_FILE": TOKEN_FILE,
+        protocol.TOKEN_FILE: TOKEN_FILE,
         **plan.executor_settings(task.role),
-        "SUBM_AM_DISCOVERY": f"{opts.rm_url}/proxy/{{app}}/pages/subm/v1/am",
-        "SUBM_LOG_TO_CONTAINER": "1",
+        protocol.AM_DISCOVERY: f"{opts.rm_url}/proxy/{{app}}/pages/subm{protocol.PATH_AM}",
+        protocol.LOG_TO_CONTAINER: "1",
         "PYTHONUNBUFFERED": "1",
         **shipping.executor_env(files),
         **docker_env(task, plan.job.shared_dir),
@@ -287,6 +287,6 @@ def archive_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:
     archive = plan.job.environment.archive
     if not archive:
         return {}
-    return {archive_env(plan, opts)["SUBM_ENV_ARCHIVE"]: skein.File(
+    return {archive_env(plan, opts)[protocol.ENV_ARCHIVE]: skein.File(
         source=archive, type="file", visibility="private" if "://" in archive else "application")}
 

@@ -27,7 +27,7 @@ from ...report import JobReport, Timings, replace
 from ...states import JobState, Phase, TaskState
 from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
-from ...executor import bundle
+from ...executor import bundle, protocol
 from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import write_app_logs
@@ -201,7 +201,7 @@ class YarnBackend(Backend):
         done = state.is_terminal() and yarn_state in YARN_ENDED
         am: Optional[JobReport] = None
         if yarn_state == "RUNNING":
-            am = _parse_report(self.rm.proxy_get(app_id, "/v1/status"))
+            am = _parse_report(self.rm.proxy_get(app_id, protocol.PATH_STATUS))
         elif done:
             am = _killed_tasks_settled(self._final_report(app))
         if am is None and not done and yarn_state in ("ACCEPTED", "RUNNING"):
@@ -331,7 +331,7 @@ class YarnBackend(Backend):
         """The job's attempts so far, from its AM (running) or its report (finished); None
         while the AM is not up yet (or when it left no report)."""
         if app.get("state") == "RUNNING":
-            report = _parse_report(self.rm.proxy_get(app["id"], "/v1/status"))
+            report = _parse_report(self.rm.proxy_get(app["id"], protocol.PATH_STATUS))
         elif app.get("state") in YARN_ENDED:
             report = self._final_report(app)
         else:

@@ -21,6 +21,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ...errors import CredentialsError
+from ...executor import protocol
 from ...plan import Plan, TaskPlan
 from ...am.admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
@@ -251,7 +252,7 @@ class YarnContainers(Containers):
     def launch(self, task: TaskPlan, env: Dict[str, str]) -> str:
         # The secret comes with the service's files (a localized file); YARN would write a
         # variable into launch_container.sh, which the NodeManager serves to anyone.
-        env = {k: v for k, v in env.items() if k != "SUBM_TOKEN"}
+        env = {k: v for k, v in env.items() if k != protocol.TOKEN}
         if self.asked_with_job and not self.paused and os.environ.get(LAUNCH_PAUSE_ENV):
             self.paused = True  # (a test's hook: executors register meanwhile)
             time.sleep(float(os.environ[LAUNCH_PAUSE_ENV]))
@@ -260,7 +261,7 @@ class YarnContainers(Containers):
         if asked is not None:  # asked for with the application (its executor finds the AM itself)
             self.pending.add(asked)
             return asked
-        c = self.app.add_container(task.role, env=dict(env, SUBM_INDEX=str(task.index)))
+        c = self.app.add_container(task.role, env=dict(env, **{protocol.INDEX: str(task.index)}))
         with self.lock:
             self.containers[c.id] = c
         self.pending.add(c.id)

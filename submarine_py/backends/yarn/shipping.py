@@ -18,6 +18,7 @@ import tarfile
 from typing import Dict, Mapping
 
 from ...errors import SpecError
+from ...executor import protocol
 from ...jobfile.files import source_problem
 
 #: Names in the container's working directory (reserved by the spec's validation).
@@ -39,10 +40,10 @@ def executor_env(files: Mapping[str, str]) -> Dict[str, str]:
     """What tells the executor to lay the files out (see ``executor/main.py``)."""
     env = {}
     if local_sources(files):
-        env["SUBM_FILES_ARCHIVE"] = FILES_ARCHIVE
+        env[protocol.FILES_ARCHIVE] = FILES_ARCHIVE
     links = url_sources(files)
     if links:
-        env["SUBM_FILES_LINKS"] = json.dumps(links, sort_keys=True)
+        env[protocol.FILES_LINKS] = json.dumps(links, sort_keys=True)
     return env
 
 
