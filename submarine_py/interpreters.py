@@ -98,3 +98,27 @@ def image_launch_lines(executor: str, image: str, python: str = "", folder: str 
                 "which subm's executor needs\" >&2; exit 127; }")
     redirect = f" >>{shlex.quote(logs[0])} 2>>{shlex.quote(logs[1])}" if logs else ""
     return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec "$SUBM_PY" -S {shlex.quote(executor)}{redirect}'
+
+
+#: How the AM's launch line begins the one line it prints when its node cannot start it
+#: (:func:`am_start_check`); the YARN backend quotes that line as the job's diagnostics.
+NODE_LACKS = "[subm] node "
+#: What the AM imports that its interpreter must have (skein's client; this package).
+AM_MODULES = ("skein", "submarine_py")
+
+
+def am_start_check(python: str) -> str:
+    """Shell lines run before the ApplicationMaster starts with ``python`` (a path, or a shell
+    word such as ``"$SUBM_PY"``): where the node lacks that interpreter, or the packages the AM
+    imports, they say so in one line on stderr, naming the node (YARN's ``NM_HOST``), what is
+    missing and what to set, and exit 127. Without them, the job ends with skein's "Application
+    driver failed with exit code 127, see logs". (find_spec, not an import: milliseconds.)"""
+    where = f'{NODE_LACKS}${{NM_HOST:-$(hostname)}}'
+    fix = ("the nodes lack the Python environment this job was submitted from; set environment.python "
+           "to an interpreter with submarine-py[yarn] installed on every node (docs/yarn.md)")
+    probe = shlex.quote("import sys, importlib.util as u; "
+                        f"sys.exit(any(u.find_spec(m) is None for m in {AM_MODULES!r}))")
+    return (f'if ! command -v {python} >/dev/null 2>&1; then echo "{where}: no {python} there, the interpreter '
+            f'the ApplicationMaster runs with: {fix}" >&2; exit 127; fi\n'
+            f'{python} -c {probe} 2>/dev/null || {{ echo "{where}: {python} lacks skein or submarine_py, which '
+            f'the ApplicationMaster imports: {fix}" >&2; exit 127; }}')

@@ -122,3 +122,36 @@ def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(is
     assert "SEES" not in said, said
     assert "HDFS shipped through HDFS" in said and "JAVA yes" in said, said
     assert "PYTHON /usr/bin/python3" in said, said  # the node's own, not the submitter's
+
+
+def test_a_job_whose_environment_the_nodes_lack_fails_at_once_saying_which_node_and_what_to_set(
+        isolated_rig, tmp_path):
+    """Submitted from this checkout's virtualenv, which the isolated node cannot see: the AM
+    cannot start there. The job fails in its first attempt, and ``subm run`` and ``subm status``
+    say in one line which node, what it lacks and what to set, not skein's "exit code 127, see
+    logs". (The issue "Nothing to install on the nodes" is to make such a job run instead.)"""
+    from conftest import run_json, write_job
+
+    conf = str(isolated_rig / "conf")
+    env = dict(rig_env(conf), SKEIN_CONFIG=str(tmp_path / "skein"), SUBM_SKEIN_HOME=str(tmp_path / "skein"))
+    job = write_job(tmp_path / "job", """\
+        name: lacks-environment
+        tags: [subm-test]
+        roles:
+          worker:
+            instances: 1
+            resources: {memory: 256 MiB, vcores: 1}
+            command: python -c "print('never')"
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "yarn", "--quiet", env=env, timeout=300)
+    assert rc == 1 and report["state"] == "FAILED", (report, err)
+    said = report["diagnostics"]
+    assert said.startswith("node ") and "127.0.0." in said, said  # the node, by the name YARN gives it
+    assert sys.executable in said or "lacks skein or submarine_py" in said, said  # what it lacks
+    assert "set environment.python" in said and "see logs" not in said, said  # what to set
+    rc, status, _ = run_json("status", report["app_id"], env=env)
+    assert status["diagnostics"] == said
+    # One attempt: a second would only fail the same way.
+    attempts = subprocess.run(["yarn", "applicationattempt", "-list", report["app_id"]], env=env,
+                              capture_output=True, text=True, timeout=120).stdout
+    assert attempts.count("appattempt_") == 1, attempts

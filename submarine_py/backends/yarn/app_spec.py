@@ -209,7 +209,7 @@ def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
         env={protocol.TOKEN_FILE: TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
              "PYTHONPATH": PACKAGE_PARENT,
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
-        script=f"{py['setup']}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
+        script=f"{py['setup']}\n{interpreters.am_start_check(py['python'])}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Dict, Mapping, Optional
 from ...jobfile.model import DEFAULT_MAX_RESTARTS, RestartSpec
 from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from ...states import JobState, Phase, RestartPolicy
+from ...interpreters import NODE_LACKS
 from .nodemanager import node_log
 
 #: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
@@ -87,3 +88,22 @@ def last_left(rm: Any, app_id: str, before: Optional[int] = None, timeout: float
         if isinstance(found, dict):
             return Left(attempt=int(a.get("id") or 1), container=cid, report=found)
     return None
+
+
+#: The log file of skein's AM container that holds the output of the script it runs (the
+#: Python AM's launch lines: ``app_spec.master``).
+DRIVER_LOG = "application.driver.log"
+
+
+def node_could_not_start(rm: Any, app_id: str, timeout: float = 10.0) -> Optional[str]:
+    """The one line the latest AM attempt's launch printed when its node could not start the
+    ApplicationMaster (``interpreters.am_start_check``: which node, what it lacks, what to
+    set), read from its NodeManager; None when it printed none or cannot be read."""
+    attempts = sorted(rm.app_attempts(app_id), key=lambda a: -int(a.get("id") or 0))
+    if not attempts:
+        return None
+    node, cid = attempts[0].get("nodeHttpAddress"), attempts[0].get("containerId")
+    data = node_log(node, cid, DRIVER_LOG, timeout=timeout) if node and cid else None
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+    lines = [line.strip() for line in text.splitlines() if line.startswith(NODE_LACKS)]
+    return lines[-1][len("[subm] "):] if lines else None

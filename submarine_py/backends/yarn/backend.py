@@ -32,7 +32,7 @@ from ...am.process import SIGNALLED
 from . import kerberos, rules, shipping
 from .app_logs import write_app_logs
 from .app_spec import runs_submitting_python
-from .attempts import REPORT_FILE, last_left
+from .attempts import REPORT_FILE, last_left, node_could_not_start
 from .capacity import TAG, admit_at_submission, leaf_queue
 from .nodemanager import node_log
 from .held import task_containers_counted
@@ -229,6 +229,11 @@ class YarnBackend(Backend):
                 report.diagnostics.startswith(SIGNALLED):
             # The AM only saw YARN's SIGTERM; YARN knows who killed it and why (`subm kill` says).
             report = replace(report, diagnostics=app["diagnostics"])
+        if done and am is None and state == JobState.FAILED:
+            # No Python AM ever ran: its node may have said why (never skein's "see logs").
+            said = self._node_could_not_start(app_id)
+            if said:
+                report = replace(report, diagnostics=said)
         if done and not report.diagnostics and state != JobState.SUCCEEDED:
             default = "killed" if state == JobState.KILLED else ""
             report = replace(report, diagnostics=app.get("diagnostics") or default)
@@ -277,6 +282,12 @@ class YarnBackend(Backend):
         except (BackendError, JobNotFoundError):
             return None
         return _parse_report(left.report) if left is not None and left.repeated() else None
+
+    def _node_could_not_start(self, app_id: str) -> Optional[str]:
+        try:
+            return node_could_not_start(self.rm, app_id)
+        except (BackendError, JobNotFoundError):
+            return None
 
     def _final_report(self, app: Dict[str, Any]) -> Optional[JobReport]:
         """The AM's report, kept as a file of the AM container's log directory."""
