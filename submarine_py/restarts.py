@@ -140,13 +140,6 @@ class Restarts:
         return f"after {limit} restart{'s' if limit != 1 else ''} for the cluster's faults (max_cluster_restarts)"
 
     @property
-    def cluster_replaces_containers(self) -> bool:
-        """Whether the cluster may start a new container for one that failed (YARN through
-        skein: quicker than asking for one afterwards); the AM still decides whether the job
-        goes on. Never under ``never``: the first failure ends the job."""
-        return self.policy != RestartPolicy.NEVER
-
-    @property
     def am_attempts(self) -> int:
         """Application attempts the cluster may start (YARN caps them at
         ``yarn.resourcemanager.am.max-attempts``, 2 by default): a new AM counts the loss as a

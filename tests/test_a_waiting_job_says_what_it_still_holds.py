@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from submarine_py.am.admission import Gang, Need, Room, admit
+from submarine_py.admission import Gang, Need, Room, admit
 from submarine_py.backends.yarn.capacity import room_words, waiting_gangs
 from submarine_py.output import format_progress, format_report
 from submarine_py.report import JobReport

@@ -6,7 +6,7 @@ from typing import List
 import pytest
 
 from conftest import cli, write_job
-from submarine_py.am.admission import Verdict
+from submarine_py.admission import Verdict
 from submarine_py.am.containers import Ended
 from submarine_py.am.elastic import grows, has_min, shrinks, split, starts
 from submarine_py.am.master import ApplicationMaster

@@ -12,7 +12,7 @@ from typing import Dict, List
 import pytest
 
 from fake_skein import FakeApp, skein_container
-from submarine_py.am.admission import Verdict
+from submarine_py.admission import Verdict
 from submarine_py.am.master import ApplicationMaster
 from submarine_py.backends.yarn.containers import YarnContainers
 from submarine_py.jobfile import spec_from_dict

@@ -1,4 +1,4 @@
-"""Gang admission (am/admission.py, pure): a job asks for its containers only when its whole
+"""Gang admission (submarine_py/admission.py, pure): a job asks for its containers only when its whole
 gang fits, in its queue and on the nodes; older jobs go first; a younger job may pass one that
 does not fit only until that one has waited STARVE_SECONDS; within its queue's guarantee a job
 asks anyway where YARN preempts for it. And the gate over time (am/allocation.py)."""
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from submarine_py.am.admission import STARVE_SECONDS, Gang, Need, Room, admit, fewest_nodes, place
+from submarine_py.admission import STARVE_SECONDS, Gang, Need, Room, admit, fewest_nodes, place
 from submarine_py.am.allocation import BACKOFF_CAP, Gate
 from submarine_py.backends.yarn.capacity import Capacity, node_room, parse_gang_tag, queue_room, waiting_gangs
 from submarine_py.states import GateState
@@ -162,7 +162,7 @@ def test_the_words_on_room_name_gpus_first_per_queue_and_node():
 def test_a_replacement_waits_for_room_where_the_backend_cannot_queue_it():
     """Locally a task's replacement (say a finished task asked for again by a gang restart) may
     find its machine's GPUs taken by another job: it waits, said once, instead of failing."""
-    from submarine_py.am.admission import Verdict
+    from submarine_py.admission import Verdict
     from submarine_py.am.allocation import Allocation
     from fake_containers import IdleContainers
     from submarine_py.am.job import JobRun

@@ -24,12 +24,20 @@ SPEC = {"name": "gpu-job", "roles": {"worker": {"instances": 1, "command": "trai
 
 class Quiet(IdleContainers):
     name = "fake"
-    prelaunched = True  # executors come by themselves (as on YARN)
+
+    def __init__(self):
+        self.launched = 0
+
+    def launch(self, task, env):  # e0, e1, ...: their executors register when the test says
+        self.launched += 1
+        return f"e{self.launched - 1}"
 
 
 def gang(monkeypatch, idle="60"):
     monkeypatch.setenv("SUBM_GPU_IDLE_SECONDS", idle)
     am = ApplicationMaster(make_plan(spec_from_dict(SPEC)), "local_gpu", Quiet())
+    for ts in am.allocation.launches():  # the gang admitted, its executors started
+        am.supervision.launch(ts)
     for i, role in enumerate(("worker", "ps")):
         am.on_register({"executor": f"e{i}", "role": role, "index": 0, "host": "127.0.0.1", "port": 4000 + i})
     return am

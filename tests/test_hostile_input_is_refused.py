@@ -331,34 +331,32 @@ def test_the_report_file_names_the_roles_variables_but_hides_their_values(tmp_pa
 
 
 class _PendingCluster(IdleContainers):
-    """Containers requested with the job that YARN never allocates (the AM launches none)."""
+    """Containers the AM asks for that YARN never allocates."""
 
     name = "fake"
-    prelaunched = True
 
     def __init__(self):
         self.described: List[str] = []
+        self.asked = 0
 
-    def poll(self):
-        return []
+    def launch(self, task, env):
+        self.asked += 1
+        return f"container_{self.asked}"
 
-    def kill(self, executor):
-        pass
-
-    def describe_role(self, role):
-        self.described.append(role)
-        return f"containers of role {role}: 13 REQUESTED (pending: the queue is full, a long story)"
+    def describe(self, executor):
+        self.described.append(executor)
+        return "REQUESTED (pending: the queue is full, a long story)"
 
 
 @pytest.mark.unit
-def test_a_gang_timeout_says_what_the_cluster_says_of_a_role_once(tmp_path):
+def test_a_gang_timeout_says_what_the_cluster_says_of_each_missing_task(tmp_path):
     spec = spec_of(tmp_path, roles={"worker": {"command": "run", "instances": 13}, "ps": {"command": "serve"}},
                    timeouts={"gang_seconds": 1})
     cluster = _PendingCluster()
     report = ApplicationMaster(make_plan(spec), "application_1_1", cluster).run()
     assert report.state == JobState.FAILED
-    assert report.diagnostics.count("a long story") == 2 and sorted(cluster.described) == ["ps", "worker"]
-    assert ", ".join(f"worker:{i}" for i in range(13)) in report.diagnostics
+    assert report.diagnostics.count("a long story") == 14 and len(set(cluster.described)) == 14
+    assert "worker:12 (REQUESTED (pending: the queue is full, a long story))" in report.diagnostics
 
 
 # -- leftovers, locally -------------------------------------------------------------------------

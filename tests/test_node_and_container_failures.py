@@ -82,19 +82,6 @@ def test_a_silent_executor_is_declared_lost_its_container_released_and_the_gang_
     assert [i["op"] for i in am.next_instructions("worker-1-e2", 0, 0)] == ["exit"]
 
 
-def test_the_am_launches_the_replacement_even_where_the_cluster_replaces_failed_containers():
-    """YARN replaces a container that fails, not one whose machine went quiet: the AM asks."""
-
-    class Yarnish(Freezing):
-        replaces_lost = True
-
-    spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
-    driver = Yarnish(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0"})
-    report = am_for(spec, driver).run().to_dict()
-    assert report["state"] == "SUCCEEDED", report["diagnostics"]
-    assert sorted(driver.executors) == ["worker-0-e1", "worker-0-e3", "worker-1-e2"]
-
-
 def test_executors_lost_together_are_one_failure_of_the_gang():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
     driver = Freezing(lambda role, index, attempt: None if attempt == 0 else 0, freeze={"worker:0", "worker:1"})
@@ -146,41 +133,44 @@ def test_an_am_that_was_not_running_does_not_blame_the_executors():
 
 # -- containers that never start ---------------------------------------------------------
 
-class Prelaunched(FakeContainers):
-    """Containers requested with the job (as on YARN): ``fail`` scripts the ones that end before
-    their executor registers, poll by poll; the others register as the cluster starts them."""
+class FailingLaunches(FakeContainers):
+    """Containers the AM launches, some of which end before their executor registers: ``fail``
+    scripts them wave by wave (each a list of (exit code, diagnostics, started_at or None) for the
+    first launches of one round of the AM's loop); ``first_ends`` makes the end of worker:0's first container, given its id. The
+    others register as the cluster starts them."""
 
-    prelaunched = True
-    replaces_lost = True
-
-    def __init__(self, outcome, spec_tasks, fail):
+    def __init__(self, outcome, fail, first_ends=None):
         super().__init__(outcome)
-        self.spec_tasks = spec_tasks
-        self.fail = list(fail)  # per poll: a list of (exit code, diagnostics, started_at or None)
-        self.n = 0
-        self.started = False
+        self.fail = [list(wave) for wave in fail if wave]
+        self.wave = None  # this round's
+        self.first_ends = first_ends
+        self.ending = []
+
+    def launch(self, task, env):
+        ex_id = super().launch(task, env)
+        ending = None
+        if self.first_ends is not None and task.id == "worker:0":
+            ending, self.first_ends = self.first_ends(ex_id), None
+        else:
+            if self.wave is None and self.fail:
+                self.wave = self.fail.pop(0)
+            if not self.wave:
+                return ex_id
+            code, diag, started = self.wave.pop(0)
+            ending = Ended(ex_id, code, diag, role=task.role, started_at=started() if callable(started) else started)
+        if ending is not None:
+            self.executors[ex_id]["alive"] = False
+            self.ending.append(ending)
+        return ex_id
 
     def poll(self):
-        if self.fail:
-            batch = self.fail.pop(0)
-            ended = []
-            for code, diag, started in batch:
-                self.n += 1
-                ended.append(Ended(f"container_{self.n}", code, diag, role="worker",
-                                   started_at=started() if callable(started) else started))
-            return ended
-        if not self.started:  # the cluster's containers (or its replacements) come up
-            self.started = True
-            for task in self.spec_tasks:
-                self.n += 1
-                self.executors[f"container_{self.n}"] = {"task": task, "seq": 0, "alive": True,
-                                                         "registered": False}
-        return super().poll()
+        out, self.ending, self.wave = self.ending, [], None
+        return out + super().poll()
 
 
-def prelaunched_am(spec: dict, fail, outcome=lambda role, index, attempt: 0):
+def launching_am(spec: dict, fail, outcome=lambda role, index, attempt: 0, first_ends=None):
     plan = make_plan(spec_from_dict(dict({"name": "t"}, **spec)))
-    driver = Prelaunched(outcome, plan.tasks, fail)
+    driver = FailingLaunches(outcome, fail, first_ends)
     am = ApplicationMaster(plan, "application_1_1", driver)
     driver.am = am
     return am, driver
@@ -192,7 +182,7 @@ YARN_127 = ("YARN container container_1_01_000002 on node1:8042 FAILED, exit sta
 
 def test_a_container_that_never_starts_fails_the_job_at_once_under_policy_never():
     spec = dict(WORKERS, restart={"policy": "never"})
-    am, _ = prelaunched_am(spec, [[(127, YARN_127, None)]])
+    am, _ = launching_am(spec, [[(127, YARN_127, None)]])
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
     diag = report["diagnostics"]
@@ -206,7 +196,7 @@ def test_containers_failing_together_at_launch_are_one_failure():
     """Every container of a role with a missing interpreter fails at once: one restart, not one each."""
     long_ago = time.time() - 60
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 1})
-    am, _ = prelaunched_am(spec, [[(127, YARN_127, long_ago), (127, YARN_127, long_ago)]])
+    am, _ = launching_am(spec, [[(127, YARN_127, long_ago), (127, YARN_127, long_ago)]])
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["attempts"] == 2
@@ -216,7 +206,7 @@ def test_launches_failing_again_and_again_end_the_job_whatever_restarts_remain()
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 50})
     waves = [[(1, "Resource file:/staging/train.py changed on src filesystem", time.time)]
              for _ in range(MAX_FAILED_LAUNCHES)]
-    am, _ = prelaunched_am(spec, waves)
+    am, _ = launching_am(spec, waves)
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
     diag = report["diagnostics"]
@@ -226,17 +216,9 @@ def test_launches_failing_again_and_again_end_the_job_whatever_restarts_remain()
 
 
 def test_a_container_the_driver_turned_down_is_replaced_without_counting():
-    am, driver = prelaunched_am(dict(WORKERS, restart={"policy": "never"}), [])
-    driver.spec_tasks = driver.spec_tasks[1:]  # worker:0's container is the one turned down
-
-    def refuse_first(orig=driver.poll, state={"done": False}):
-        if not state["done"]:
-            state["done"] = True
-            return [Ended("container_9", None, "placed on a dead machine: released", role="worker",
-                          counts=False)]
-        return orig()
-
-    driver.poll = refuse_first
+    turned_down = lambda ex_id: Ended(ex_id, None, "placed on a dead machine: released", role="worker",  # noqa: E731
+                                      counts=False)
+    am, driver = launching_am(dict(WORKERS, restart={"policy": "never"}), [], first_ends=turned_down)
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
 
@@ -254,7 +236,7 @@ def saved_state(attempt: int, restarts: int) -> JobReport:
 
 def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
-    am, driver = prelaunched_am(spec, [])
+    am, driver = launching_am(spec, [])
     am.take_over(saved_state(attempt=0, restarts=0), lost_attempts=1)
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
@@ -269,7 +251,7 @@ def test_a_new_am_attempt_restarts_the_gang_counting_the_loss_as_a_restart():
 
 def test_a_new_am_attempt_with_no_restart_left_fails_the_job():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 2})
-    am, driver = prelaunched_am(spec, [])
+    am, driver = launching_am(spec, [])
     am.take_over(saved_state(attempt=2, restarts=2), lost_attempts=1)
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
@@ -280,7 +262,7 @@ def test_a_new_am_attempt_with_no_restart_left_fails_the_job():
 
 def test_without_a_readable_state_each_lost_am_attempt_counts_as_a_restart():
     spec = dict(WORKERS, restart={"policy": "task", "max_restarts": 3})
-    am, _ = prelaunched_am(spec, [])
+    am, _ = launching_am(spec, [])
     am.take_over(None, lost_attempts=2)
     report = am.run().to_dict()
     assert report["state"] == "SUCCEEDED", report["diagnostics"]

@@ -7,7 +7,7 @@ import pytest
 
 from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_FILE,
                                                   YarnOptions, build_application_spec)
-from submarine_py.am.admission import Need
+from submarine_py.admission import Need
 from submarine_py.backends.yarn.capacity import parse_gang_tag
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
 from submarine_py.plan import make_plan

@@ -222,14 +222,10 @@ def test_a_container_preempted_before_its_executor_registered_is_replaced_at_no_
     assert "worker-1-e3" in fake.executors  # the replacement
 
 
-def test_under_never_the_am_launches_what_the_cluster_will_not_replace():
-    """YARN replaces failed containers (skein's service restarts) except under ``never``: there
-    a restart for the cluster's fault is the AM's to launch."""
-
-    class Yarnish(Preempting):
-        replaces_lost = True
-
-    fake = Yarnish(lambda role, index, attempt: 0 if attempt else None, [("worker:1", 0)])
+def test_under_never_the_am_launches_the_restart_for_the_clusters_fault():
+    """The cluster replaces no container (skein's services restart none): under ``never`` too, a
+    restart for the cluster's fault is the AM's to launch."""
+    fake = Preempting(lambda role, index, attempt: 0 if attempt else None, [("worker:1", 0)])
     am = ApplicationMaster(make_plan(spec_from_dict(dict({"name": "t", "restart": {"policy": "never"}}, **WORKERS))),
                            "application_1_1", fake)
     fake.am = am

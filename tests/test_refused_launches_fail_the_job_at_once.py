@@ -21,7 +21,7 @@ from submarine_py.plan import make_plan
 from submarine_py.refusals import SEEN_EXIT_CODES, refusal
 from submarine_py.jobfile import spec_from_dict
 from test_gang_scheduling_and_restart_policies import WORKERS, tasks_by_id
-from test_node_and_container_failures import prelaunched_am
+from test_node_and_container_failures import launching_am
 
 pytestmark = pytest.mark.unit
 
@@ -159,17 +159,9 @@ UNTRUSTED = refusal(127, nm(127, "image: untrusted-lce/x:1 is not trusted."))
 
 def test_a_refused_launch_fails_the_job_at_once_whatever_restarts_remain():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 50})
-    failure = Ended("container_1", 127, "YARN container ... exit status 127", role="worker", refusal=UNTRUSTED)
-    am, driver = prelaunched_am(spec, [])
-    driver.spec_tasks = driver.spec_tasks[1:]  # worker:0's container is the refused one
-
-    def refuse_first(orig=driver.poll, state={"done": False}):
-        if not state["done"]:
-            state["done"] = True
-            return [failure]
-        return orig()
-
-    driver.poll = refuse_first
+    refused = lambda ex_id: Ended(ex_id, 127, "YARN container ... exit status 127", role="worker",  # noqa: E731
+                                  refusal=UNTRUSTED)
+    am, driver = launching_am(spec, [], first_ends=refused)  # worker:0's container is the refused one
     report = am.run().to_dict()
     assert report["state"] == "FAILED"
     assert report["attempts"] == 1  # no restart, no second launch
@@ -183,7 +175,7 @@ def test_a_refused_launch_fails_the_job_at_once_whatever_restarts_remain():
 def test_without_a_refusal_the_same_end_is_a_failed_launch_that_restarts():
     spec = dict(WORKERS, restart={"policy": "gang", "max_restarts": 50})
     waves = [[(127, "YARN container ... exit status 127", None)] for _ in range(MAX_FAILED_LAUNCHES)]
-    am, _ = prelaunched_am(spec, waves)
+    am, _ = launching_am(spec, waves)
     report = am.run().to_dict()
     assert report["attempts"] > 1
 

@@ -291,7 +291,7 @@ def test_an_am_whose_delegation_token_expired_says_so_once_and_admits_without_th
     the RM no more, and every gang is admitted (YARN's scheduler places it), so the job goes on."""
     import logging
 
-    from submarine_py.am.admission import Verdict
+    from submarine_py.admission import Verdict
     from submarine_py.backends.yarn.containers import YarnContainers
     from submarine_py.backends.yarn.rest import ResourceManager
     from submarine_py.states import Placement

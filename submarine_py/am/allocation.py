@@ -24,9 +24,10 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ..states import GateState, JobState, Phase, TaskState
+from ..admission import Verdict
 from .containers import Containers
 from .elastic import split
 from .job import JobRun
@@ -62,6 +63,15 @@ class Gate:
     #: What the job waits for, in words (empty unless queued).
     why: str = ""
     rng: random.Random = field(default_factory=random.Random)
+    #: The state the backend was last told of (:meth:`announce`).
+    announced: Optional[GateState] = None
+
+    def announce(self, containers: Containers) -> None:
+        """Tell other jobs' admission where this job stands, when that changed
+        (:meth:`Containers.announce`; YARN: the application's progress). Main loop only."""
+        if self.state != self.announced:
+            self.announced = self.state
+            containers.announce(self.state)
 
     def queue(self, now: float, why: str = "") -> None:
         """Wait (again) for room, holding nothing."""
@@ -86,6 +96,31 @@ class Gate:
     def hold_over(self, now: float) -> bool:
         return self.state == GateState.ASKED and now - self.asked_at > self.hold_seconds
 
+    def settled(self, now: float) -> None:
+        """Nothing more to ask for (a sweep whose groups are all up): HELD, waiting for nothing."""
+        if self.state == GateState.QUEUED:
+            self.queued_seconds += now - self.waiting_since
+        self.state, self.why = GateState.HELD, ""
+
+    def answer(self, verdict: Verdict, now: float, *, what: str, decide: Callable[..., Any],
+               finish: Callable[[JobState, str], Any]) -> bool:
+        """Admission's answer (:meth:`Containers.admit`) to what the gate asked, taken the same
+        way for a gang and for a sweep's group (under the strategy's lock): one that can never
+        fit fails the job (waiting would never end); one that does not fit now waits, said once
+        each time the reason changes, asking again after ADMIT_EVERY_SECONDS; one that fits is
+        ASKED. Returns whether its containers may be asked for now."""
+        if verdict.never:
+            finish(JobState.FAILED, f"{verdict.why}; job failed (waiting would never end: ask for "
+                                    f"fewer or smaller containers, or run on a larger cluster)")
+            return False
+        if not verdict.fits:
+            if verdict.why != self.why and not self.why.startswith("gave its"):
+                decide("%s waits, queued: %s", what, verdict.why)
+            self.refused(now, verdict.why)
+            return False
+        self.admitted(now)
+        return True
+
     def backoff(self, now: float) -> float:
         """Back to the queue after a hold ran out; returns how long before asking again."""
         self.given_back += 1
@@ -99,8 +134,7 @@ class Gate:
 class Allocation:
     """What to ask for and what to give back. ``clock``: monotonic seconds (tests drive it)."""
 
-    def __init__(self, job: JobRun, containers: Containers, *, prelaunched: bool = False,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, job: JobRun, containers: Containers, *, clock: Callable[[], float] = time.monotonic):
         self.job = job
         self.containers = containers
         self.clock = clock
@@ -108,14 +142,8 @@ class Allocation:
         self.gate = Gate(timeouts.hold_seconds, timeouts.queue_seconds)
         #: Executors to stop because their containers go back (the main loop kills them).
         self.to_release: List[str] = []
-        now = clock()
-        if prelaunched:  # the first gang came with the job itself (granted or pending at YARN)
-            self.gate.state, self.gate.asked_at = GateState.ASKED, now
-        else:
-            self.gate.queue(now)
-            job.phase = Phase.QUEUED
-        #: The gate's state the backend was last told of (:meth:`Containers.announce`).
-        self.announced: Optional[GateState] = None
+        self.gate.queue(clock())
+        job.phase = Phase.QUEUED
         #: The tasks the gate admitted last (None: every task): only their containers must be
         #: granted within the hold (an elastic role's growth is not part of its gang).
         self.gang_keys: Optional[set] = None
@@ -139,10 +167,7 @@ class Allocation:
             self._announce()
 
     def _announce(self) -> None:
-        state = self.gate.state
-        if state != self.announced:
-            self.announced = state
-            self.containers.announce(state)
+        self.gate.announce(self.containers)
 
     def _launches(self) -> List[Task]:
         job, gate = self.job, self.gate
@@ -187,23 +212,15 @@ class Allocation:
         with job.lock:
             if job.finishing:
                 return []
-            if verdict.never:
-                job.finish(JobState.FAILED, f"{verdict.why}; job failed (waiting would never end: ask for "
-                                            f"fewer or smaller containers, or run on a larger cluster)")
-                return []
-            if not verdict.fits:
-                if verdict.why != gate.why and not gate.why.startswith("gave its"):
-                    job.decide("the gang waits, queued: %s", verdict.why)
-                if any(job.live_executor(ts) for ts in job.tasks.values()):
+            queued = now - gate.waiting_since
+            if not gate.answer(verdict, now, what="the gang", decide=job.decide, finish=job.finish):
+                if not verdict.never and any(job.live_executor(ts) for ts in job.tasks.values()):
                     # Executors of containers asked for with the application registered before
                     # this verdict: a queued gang holds nothing, so they go back too.
                     self._release_all()
-                gate.refused(now, verdict.why)
                 return []
-            queued = now - gate.waiting_since
-            gate.admitted(now)
             job.phase = Phase.STARTING
-            job.gang_started = now
+            job.start_gang_clock(now)
             # Again, now: executors of containers asked for with the application may have
             # registered while admission read the room; their tasks are asked for no more.
             need, extra = split(job.plan, job.to_launch, {})
@@ -287,7 +304,7 @@ class Allocation:
         if self.containers.granted(asked):
             with job.lock:
                 gate.state = GateState.HELD
-                job.gang_started = now  # gang_seconds: from containers granted to tasks registered
+                job.start_gang_clock(now)  # gang_seconds: from containers granted to tasks registered
             return
         if not gate.hold_over(now):
             return

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..plan import TaskPlan
 from ..states import Cause, GateState, JobState, Placement
-from .admission import Verdict
+from ..admission import Verdict
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,10 @@ class Containers(ABC):
 
     #: Name shown in logs and reports ("local", "yarn").
     name = "abstract"
-    #: True when the first executor of every task was requested with the job itself.
-    prelaunched = False
     #: True when a container asked for that cannot be placed yet waits inside the cluster
     #: (YARN's pending requests): replacements under a running gang are asked for at once.
     #: False (local): they go through :meth:`admit` like a gang, alone.
     queues_requests = False
-    #: True when the cluster manager itself replaces an executor whose container failed
-    #: (YARN through skein: quicker than asking for a new container afterwards).
-    replaces_lost = False
 
     def admit(self, tasks: Sequence[TaskPlan], placement: Placement) -> Verdict:
         """Whether every one of ``tasks`` (a gang to start) can have its container now, all at

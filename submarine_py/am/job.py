@@ -52,8 +52,7 @@ class Voice:
 class JobRun(Voice):
     """The job's tasks and executors, its phase and verdict, and the AM's decisions so far."""
 
-    def __init__(self, plan: Plan, job_id: str, *, submitted_at: Optional[float] = None,
-                 prelaunched: bool = False, cluster_replaces_lost: bool = False):
+    def __init__(self, plan: Plan, job_id: str, *, submitted_at: Optional[float] = None):
         self.plan = plan
         self.job_id = job_id
         self.submitted_at = submitted_at or time.time()
@@ -74,14 +73,13 @@ class JobRun(Voice):
         self.phase = Phase.STARTING
         self.state = JobState.RUNNING
         self.diagnostics = ""
-        self.gang_started = time.monotonic()
+        #: When the gang's clock started (monotonic): :meth:`start_gang_clock`.
+        self.gang_started = 0.0
+        self.start_gang_clock()
         self.gang_ready_seconds: Optional[float] = None
         self.cluster: Optional[Dict[str, List[str]]] = None
-        #: Tasks whose executor the AM must start (the main loop does). Where the first
-        #: executors are requested with the application (YARN), none are launched here.
-        self.to_launch: List[TaskKey] = [] if prelaunched else list(self.tasks)
-        #: The cluster manager replaces an executor whose container failed by itself.
-        self.cluster_replaces_lost = cluster_replaces_lost
+        #: Tasks whose executor the AM must start (the main loop does, as allocation says).
+        self.to_launch: List[TaskKey] = list(self.tasks)
         self.events: List[Event] = []
         #: Nodes each attempt of the gang spanned (hosts of its tasks when it was ready).
         self.spans: List[int] = []
@@ -94,6 +92,13 @@ class JobRun(Voice):
         self.world_since = time.monotonic()
         self.min_up_since: Optional[float] = None
 
+    def start_gang_clock(self, now: Optional[float] = None) -> None:
+        """``timeouts.gang_seconds`` (the gang's time to register) counts from now: the gang was
+        admitted (its containers asked for), its containers were granted, or it restarted. The
+        one place the gang's clock is set; its readers are registration's (the gang timeout,
+        "gang ready ... after the restart")."""
+        self.gang_started = time.monotonic() if now is None else now
+
     # -- who runs what ---------------------------------------------------------------------
     def live_executor(self, ts: Task) -> Optional[Executor]:
         ex = self.executors.get(ts.executor) if ts.executor else None
@@ -101,8 +106,6 @@ class JobRun(Voice):
 
     def need_executor(self, ts: Task) -> None:
         """Have a new executor started for a task whose executor is gone."""
-        if self.cluster_replaces_lost and not ts.orphaned:
-            return  # the cluster manager starts one; it registers like any other
         if ts.key not in self.to_launch:
             self.to_launch.append(ts.key)
 

@@ -51,11 +51,8 @@ class ApplicationMaster(Shell):
         self.gpu_idle_seconds = idle_seconds_setting()
         timeouts = plan.job.timeouts
         restarts = Restarts(plan.job.restart)
-        # Under `never` the cluster replaces no container (the backend asks it not to): a
-        # restart for the cluster's faults is then the AM's to launch.
-        self.job = JobRun(plan, job_id, submitted_at=submitted_at, prelaunched=containers.prelaunched,
-                          cluster_replaces_lost=containers.replaces_lost and restarts.cluster_replaces_containers)
-        self.allocation = Allocation(self.job, containers, prelaunched=containers.prelaunched)
+        self.job = JobRun(plan, job_id, submitted_at=submitted_at)
+        self.allocation = Allocation(self.job, containers)
         self.lock, self.changed = self.job.lock, self.job.changed
         self.recovery = Recovery(self.job, restarts, self.save_state, give_back=self.allocation.give_back)
         self.supervision = Supervision(self.job, containers, self.recovery, executor_env=self.executor_env,

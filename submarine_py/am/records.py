@@ -39,8 +39,6 @@ class Task:
     #: When its current attempt began (epoch seconds): a container started before that was
     #: started for an attempt an earlier failure already ended.
     began: float = 0.0
-    #: Its executor was declared lost: the cluster will not replace it, the AM launches one.
-    orphaned: bool = False
     #: Why its last attempt ended, when it did not succeed (its state FAILED); None otherwise.
     cause: Optional[Cause] = None
     #: Its restarts (of the gang or of itself) by what caused them; ``restarts`` counts them all.

@@ -134,7 +134,7 @@ class Recovery:
         job.decide("restarting the gang: attempt %d%s, because %s",
                    shown(job.attempt), self._budget(cause, job.gang_cluster_restarts), why)
         job.phase = Phase.STARTING
-        job.gang_started = time.monotonic()
+        job.start_gang_clock()
         for ts in job.tasks.values():
             ts.attempt = job.attempt
             ts.restarts += 1
@@ -283,7 +283,6 @@ class Recovery:
         assert ts is not None
         if refused:  # the containers turned it down themselves: no failure of the task
             job.decide("%s: %s: replacing it", ts.plan.id, what, level=logging.WARNING)
-            ts.orphaned = True
             job.need_executor(ts)
             return
         if started_at is not None and started_at < ts.began:

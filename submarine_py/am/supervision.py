@@ -238,7 +238,7 @@ class Supervision:
             else:
                 ex = job.executors.setdefault(ex_id, Executor(ex_id, ts.plan.role))
                 ex.task, ts.executor = ts.key, ex_id
-                ex.launched_at, ts.orphaned = time.time(), False
+                ex.launched_at = time.time()
                 ts.log = self.containers.log_location(ts.plan, ex_id)
         if spare:
             self.containers.kill(ex_id)
@@ -289,7 +289,6 @@ class Supervision:
                 return
             job.decide("executor %s of %s is gone: %s", ex_id, ts.plan.id, detail, level=logging.WARNING)
             ts.executor = None
-            ts.orphaned = lost
             if ts.state == TaskState.PENDING and ex.attempt is not None and ex.attempt < ts.attempt:
                 # Lost before re-registering for an attempt that a failure already started (say a
                 # node with several tasks died): part of that failure, so only a new executor.

@@ -50,14 +50,31 @@ DEFAULT_SETTLE_SECONDS = 10.0
 MAX_SETTLE_SECONDS = 600.0
 
 
+#: A role's resources where its job file says none (``Resources()`` is none at all).
+DEFAULT_MEMORY_MB, DEFAULT_VCORES = 2048, 1
+
+
 @dataclass(frozen=True)
 class Resources:
-    memory_mb: int = 2048
-    vcores: int = 1
+    """Resources of one container: a role's (the job file's ``resources``), and what admission
+    weighs them against (``submarine_py/admission.py``, which calls them ``Need``): what is free
+    on a node, left in a queue."""
+
+    memory_mb: int = 0
+    vcores: int = 0
     gpus: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         return {"memory": format_memory(self.memory_mb), "vcores": self.vcores, "gpus": self.gpus}
+
+    def fits_in(self, room: "Resources") -> bool:
+        return self.memory_mb <= room.memory_mb and self.vcores <= room.vcores and self.gpus <= room.gpus
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(self.memory_mb + other.memory_mb, self.vcores + other.vcores, self.gpus + other.gpus)
+
+    def __sub__(self, other: "Resources") -> "Resources":
+        return Resources(self.memory_mb - other.memory_mb, self.vcores - other.vcores, self.gpus - other.gpus)
 
 
 @dataclass(frozen=True)
@@ -264,7 +281,7 @@ class RoleSpec:
     command: str
     #: Tasks of the role; for an elastic role, the most (``instances.max``).
     instances: int = 1
-    resources: Resources = field(default_factory=Resources)
+    resources: Resources = field(default_factory=lambda: Resources(DEFAULT_MEMORY_MB, DEFAULT_VCORES))
     env: Mapping[str, str] = field(default_factory=dict)
     docker: Optional[DockerSpec] = None
     node_label: Optional[str] = None

@@ -45,6 +45,7 @@ from ...plan import Plan
 from ...report import Event, JobReport
 from ...states import Cause, JobState, Phase, TrialState
 from ..containers import Containers
+from ..allocation import Gate
 from ..job import Voice
 from ..shell import Shell
 from . import pool
@@ -81,8 +82,11 @@ class SweepMaster(Shell, Voice):
         self.state, self.phase, self.diagnostics = JobState.RUNNING, Phase.QUEUED, ""
         self.submitted_at = submitted_at or time.time()
         self.started_at, self.finished_at = time.time(), None
-        self.not_before = 0.0
-        self.waiting_for = ""
+        #: The admission gate its groups pass, one at a time (``sweep/pool.py``), and the group
+        #: it admitted last (whose containers must be granted within the hold).
+        self.gate = Gate(self.timeouts.hold_seconds, self.timeouts.queue_seconds)
+        self.gate.queue(time.monotonic())
+        self.asking: Optional[int] = None
         self.failed_launches = 0
         #: Executors whose containers go back now (the main loop kills them).
         self.to_release: List[str] = []

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ...report import JobReport, TaskReport, Timings
-from ...states import JobState, Phase, TaskState
+from ...states import GateState, JobState, Phase, TaskState
 
 if TYPE_CHECKING:  # pragma: no cover
     from .master import Slot, SweepMaster
@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def sweep_report(am: "SweepMaster") -> JobReport:
     """What the sweep's AM knows now (call under its lock)."""
     end = am.finished_at or time.time()
+    queued = am.gate.queued_seconds + am.gate.waited(time.monotonic())
     tasks = tuple(TaskReport(
         role=s.plan.role, index=s.plan.index, state=slot_state(am, s), host=s.host, address=s.address,
         tracked=True, log=s.log, executor=s.id, command=am.task.command,
@@ -30,9 +31,10 @@ def sweep_report(am: "SweepMaster") -> JobReport:
         state=am.state if am.finishing else JobState.RUNNING, phase=am.phase, attempts=1,
         diagnostics=am.diagnostics,
         running=sum(1 for s in am.slots.values() if s.trial is not None), total=len(tasks), tasks=tasks,
-        timings=Timings(total_seconds=round(end - am.submitted_at, 3)), status_url=am.url,
+        timings=Timings(total_seconds=round(end - am.submitted_at, 3),
+                        queued_seconds=round(queued, 3) if queued else None), status_url=am.url,
         events=tuple(am.events), final=am.phase == Phase.DONE,
-        waiting_for=(am.waiting_for or None) if not am.finishing else None,
+        waiting_for=(am.gate.why or None) if am.gate.state == GateState.QUEUED and not am.finishing else None,
         sweep=am.search.report_of() if am.search is not None else None)
 
 

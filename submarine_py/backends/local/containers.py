@@ -14,7 +14,7 @@ from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
 from ...procs import die_with_parent, signal_group
 from ...executor import main as executor_module, protocol
-from ...am.admission import Verdict
+from ...admission import Verdict
 from ...am.containers import Containers, Ended
 from ...refusals import refusal
 from ...states import Placement

@@ -11,7 +11,7 @@ rewrites under an exclusive ``fcntl.flock``::
 
 A job takes every GPU its gang needs at once or none (:meth:`GpuLedger.reserve`); jobs that
 wait are listed, so that admission can take them oldest first and keep a large gang from being
-starved by small ones (:func:`..am.admission.admit`, the same rule as on YARN). An entry whose
+starved by small ones (:func:`...admission.admit`, the same rule as on YARN). An entry whose
 AM process is gone (its pid dead, or reused by another process: its start time differs) is
 dropped by whoever opens the ledger next, so a crashed job never keeps a GPU.
 
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ...am.admission import Gang, Need, Room, admit
+from ...admission import Gang, Need, Room, admit
 from ...home import subm_home
 from ...procs import pid_alive
 

@@ -1,6 +1,6 @@
 """Room for a gang on a YARN cluster, as the ResourceManager's REST API tells it.
 
-What the AM's admission (``am/admission.py``) weighs: free resources per running node
+What the AM's admission (``submarine_py/admission.py``) weighs: free resources per running node
 (``/ws/v1/cluster/nodes``: ``availableResource``, GPUs included), what the job's queue may still
 take (``/ws/v1/cluster/scheduler``: ``maxEffectiveCapacity`` less ``resourcesUsed``; its
 guarantee is ``minEffectiveCapacity``), and the other jobs of this tool waiting for their gangs
@@ -15,7 +15,7 @@ import logging
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...am.admission import Gang, Need, Room, Verdict, admit
+from ...admission import Gang, Need, Room, Verdict, admit
 from ...plan import Plan, TaskPlan
 from ...states import GateState, Placement
 from .rest import GPU, ResourceManager, _resources

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ...errors import CredentialsError
 from ...executor import protocol
 from ...plan import Plan, TaskPlan
-from ...am.admission import Room, Verdict, admit
+from ...admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
 from ...states import GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words

@@ -1,4 +1,5 @@
-"""Gang admission: whether a job's whole gang may be asked for now (pure; see ``allocation.py``).
+"""Gang admission: whether a job's whole gang may be asked for now (pure; the AM's gate is
+``am/allocation.py``'s, the backends weigh the cluster's room with it, the client the submission).
 
 YARN has no gang scheduling: a job that asks for its N containers and holds whatever arrives
 can hold part of a gang while another job holds the rest, both idle until a timeout (TonY's
@@ -26,26 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .jobfile.model import Resources
+
 #: How long a younger job may pass an older waiting one whose gang does not fit (seconds).
 STARVE_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class Need:
-    """Resources of one container (or free on a node, or left in a queue)."""
-
-    memory_mb: int = 0
-    vcores: int = 0
-    gpus: int = 0
-
-    def fits_in(self, room: "Need") -> bool:
-        return self.memory_mb <= room.memory_mb and self.vcores <= room.vcores and self.gpus <= room.gpus
-
-    def __add__(self, other: "Need") -> "Need":
-        return Need(self.memory_mb + other.memory_mb, self.vcores + other.vcores, self.gpus + other.gpus)
-
-    def __sub__(self, other: "Need") -> "Need":
-        return Need(self.memory_mb - other.memory_mb, self.vcores - other.vcores, self.gpus - other.gpus)
+#: Resources of one container (or free on a node, or left in a queue): the job file's triple.
+Need = Resources
 
 
 def total(needs: Sequence[Need]) -> Need:
