@@ -153,3 +153,18 @@ def test_an_executor_the_am_does_not_know_or_whose_task_has_another_is_told_to_l
     assert am.next_instructions("worker_1", 0, wait=0)[-1]["op"] == "exit"
     assert not am.job.executors["worker_1"].alive
     assert all(i["op"] != "exit" for i in am.next_instructions("worker_0", 0, wait=0))
+
+
+def test_a_gang_asked_at_submission_whose_executors_all_registered_before_the_ams_first_round_runs():
+    """Every executor of the gang asked for with the application came up before the AM's first
+    round (a loaded AM): each took its task as it registered, so no task is left to ask for.
+    The gang still passes admission (admitted at submission) and runs; it does not wait, QUEUED,
+    for ever."""
+    plan, app, yc, am = asked_with_the_application(2)
+    for i in range(2):
+        register(am, f"worker_{i}", i)
+    one_round(am, app)
+    assert am.job.phase == Phase.RUNNING, am.job.phase
+    assert {ex: [i["op"] for i in am.job.executors[ex].instructions] for ex in ("worker_0", "worker_1")} == \
+        {"worker_0": ["run"], "worker_1": ["run"]}
+    assert not app.added and not app.killed  # nothing asked for again, nothing given back

@@ -173,15 +173,21 @@ class Allocation:
         job, gate = self.job, self.gate
         now = self.clock()
         with job.lock:
-            if job.finishing or not job.to_launch:
+            # Executors of containers asked for with the application may have registered before
+            # the gang was admitted (they took their tasks as they came): while the gang waits
+            # for admission, their tasks are part of it still (with none left to ask for, the
+            # gang would otherwise never pass the gate, QUEUED for ever).
+            early = [k for k, ts in job.tasks.items() if k not in job.to_launch and job.live_executor(ts)] \
+                if job.phase == Phase.QUEUED and gate.state == GateState.QUEUED else []
+            if job.finishing or not (job.to_launch or early):
                 return []
-            whole = not any(job.live_executor(ts) for ts in job.tasks.values())
+            whole = bool(early) or not any(job.live_executor(ts) for ts in job.tasks.values())
             live: Dict[str, int] = {}
             for ts in job.tasks.values():
                 if not whole and job.live_executor(ts):
                     live[ts.plan.role] = live.get(ts.plan.role, 0) + 1
             # What the gang needs (an elastic role: up to its min) and what would grow it.
-            need, extra = split(job.plan, job.to_launch, live)
+            need, extra = split(job.plan, [*job.to_launch, *early], live)
             pending = [job.tasks[k] for k in need]
             if gate.state != GateState.QUEUED and not (whole and gate.state == GateState.HELD):
                 # A replacement under a gang that is up (or being granted): asked for at once
