@@ -110,10 +110,11 @@ AM_MODULES = ("skein", "submarine_py")
 def am_start_check(python: str) -> str:
     """Shell lines run before the ApplicationMaster starts with ``python`` (a path, or a shell
     word such as ``"$SUBM_PY"``): where the node lacks that interpreter, or the packages the AM
-    imports, they say so in one line on stderr, naming the node (YARN's ``NM_HOST``), what is
-    missing and what to set, and exit 127. Without them, the job ends with skein's "Application
-    driver failed with exit code 127, see logs". (find_spec, not an import: milliseconds.)"""
-    where = f'{NODE_LACKS}${{NM_HOST:-$(hostname)}}'
+    imports, they say so in one line on stderr, naming the node (``NM_HOST``, which YARN sets
+    in every container), what is missing and what to set, and exit 127. Without them, the job
+    ends with skein's "Application driver failed with exit code 127, see logs". (find_spec, not
+    an import: milliseconds.)"""
+    where = f'{NODE_LACKS}$NM_HOST'
     fix = ("the nodes lack the Python environment this job was submitted from; set environment.python "
            "to an interpreter with submarine-py[yarn] installed on every node (docs/yarn.md)")
     probe = shlex.quote("import sys, importlib.util as u; "
