@@ -8,10 +8,9 @@ Needs the ``sharing`` rig (3 nodes of 2 GPUs, queues teama and teamb):
 """
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict
 
 import pytest
 
@@ -77,15 +76,6 @@ def waiting_for(app_id: str, timeout: float = 60) -> str:
     return report.get("waiting_for") or f"nothing: {report}"
 
 
-def trials_ran(app_id: str) -> Tuple[float, float]:
-    """When the sweep's first trial began and its last one ended (epoch seconds)."""
-    text = said(app_id)
-    began = [float(x) for x in re.findall(r"^began ([0-9.]+)$", text, re.M)]
-    ended = [float(x) for x in re.findall(r"^ended ([0-9.]+)$", text, re.M)]
-    assert began and ended, text
-    return min(began), max(ended)
-
-
 def test_a_running_sweep_is_not_counted_as_an_older_gang_still_waiting(tmp_path):
     """Two trials hold 2 of the 6 GPUs; another team's 4-GPU gang fits in the 4 left and runs at
     once, beside them, instead of waiting behind a sweep it takes for a gang not started yet."""
@@ -97,7 +87,7 @@ def test_a_running_sweep_is_not_counted_as_an_older_gang_still_waiting(tmp_path)
     sweep_report = wait(sweep)
     assert sweep_report["state"] == "SUCCEEDED", sweep_report["diagnostics"]
     gang_began, _ = ran(gang)
-    _, sweep_ended = trials_ran(sweep)
+    _, sweep_ended = ran(sweep)  # its trials print began/ended as tasks do
     assert gang_began < sweep_ended, said(gang)  # beside the trials, not after them
     assert sweep not in said(gang), said(gang)  # never named as a job waiting first
 
@@ -119,7 +109,7 @@ def test_an_older_gang_waiting_goes_before_a_younger_sweep_waiting_behind_it(tmp
     assert all(r["state"] == "SUCCEEDED" for r in reports.values()), \
         {app: r["diagnostics"] for app, r in reports.items()}
     _, gang_ended = ran(gang)
-    sweep_began, _ = trials_ran(sweep)
+    sweep_began, _ = ran(sweep)  # its trials print began/ended as tasks do
     assert gang_ended <= sweep_began, (said(gang), said(sweep))  # the older one first
     assert reports[sweep]["timings"].get("queued_seconds", 0) > 0, reports[sweep]["timings"]
     assert "trial container 0 waits, queued: waiting for 1 GPU" in said(sweep)
