@@ -63,12 +63,14 @@ TRACEBACK = "Traceback (most recent call last):"
 #: What begins a traceback's exception line (``ValueError: ...``, ``torch.OutOfMemoryError``).
 EXCEPTION = r"[A-Za-z_][\w.]*(:|$)"
 #: What makes a line name an error, where no traceback is found (see :func:`find_error`) ...
-ERROR_WORDS = (r"\w*(?:Error|Exception)\b|\b(?:error|ERROR|fatal|Fatal|FATAL|failed|Failed|FAILED|CRITICAL|Killed"
+#: (``\b`` first: a search tries each position, and without it ``\w*`` ran to the end of a long
+#: word from every one of them, quadratic in the line: a 100 000-digit line took a minute.)
+ERROR_WORDS = (r"\b\w*(?:Error|Exception)\b|\b(?:error|ERROR|fatal|Fatal|FATAL|failed|Failed|FAILED|CRITICAL|Killed"
                r"|Aborted|Segmentation fault|core dumped|command not found|No such file or directory"
                r"|Permission denied|Connection refused|terminate called)\b")
 #: ... unless it only informs or warns (glog's I and W lines, as TensorFlow and gRPC write them;
 #: logging's levels; Python's warnings): "round-off errors" in an INFO line is no error.
-NOT_ERRORS = r"^\[?[IWD]\d{4}|^\[[IW] |\b(?:INFO|DEBUG|WARN|WARNING|Warning)\b|\w+Warning\b"
+NOT_ERRORS = r"^\[?[IWD]\d{4}|^\[[IW] |\b(?:INFO|DEBUG|WARN|WARNING|Warning)\b|\b\w+Warning\b"
 #: At most this many lines of an exception's message, and characters of any line quoted.
 MESSAGE_LINES, LINE_CHARS = 4, 500
 
