@@ -40,10 +40,9 @@ def test_the_interpreter_that_submits_starts_the_am():
 
 
 def test_the_backend_quotes_the_latest_attempts_line(monkeypatch):
-    class RM:
-        def app_attempts(self, app_id):
-            return [{"id": "1", "nodeHttpAddress": "n1:8042", "containerId": "c1"},
-                    {"id": "2", "nodeHttpAddress": "n2:8042", "containerId": "c2"}]
+    class RM:  # the latest attempt's AM container, as ResourceManager.am_container gives it
+        def am_container(self, app_id):
+            return {"id": "2", "nodeHttpAddress": "n2:8042", "containerId": "c2"}
 
     logs = {("n2:8042", "c2"): b"something else\n[subm] node n2: no /venv/bin/python3 there, ...\n"}
     monkeypatch.setattr(attempts, "node_log", lambda node, cid, name, timeout=0: logs.get((node, cid)))

@@ -77,10 +77,8 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
         python = opts.python or sys.executable
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
         return {"python": '"$SUBM_PY"', "setup": setup, "task_setup": setup, "task_env": {}}
-    # With every role in an image, environment.python is the images' (docker_script); the AM,
-    # outside them, runs the submitting interpreter.
-    in_images = all(plan.task(role, 0).docker for role in plan.job.roles)
-    python = (None if in_images else env.python) or opts.python or sys.executable
+    am_here, _ = runs_submitting_python(plan.job)
+    python = (opts.python or sys.executable) if am_here else env.python
     # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
     return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
             "task_setup": interpreters.shell_path(python),
@@ -94,6 +92,8 @@ def runs_submitting_python(spec: JobSpec) -> Tuple[bool, bool]:
     both, unless every role is in an image (then it is the images', and the AM runs this one);
     ``environment.archive`` brings the tasks their own."""
     env = spec.environment
+    # With every role in an image, environment.python is the images' (docker_script); the AM,
+    # outside them, runs the submitting interpreter.
     in_images = all(role.docker for role in spec.roles.values())
     other = bool(env.python) and not in_images and not env.archive
     return not other, not other and not env.archive

@@ -99,11 +99,9 @@ def node_could_not_start(rm: Any, app_id: str, timeout: float = 10.0) -> Optiona
     """The one line the latest AM attempt's launch printed when its node could not start the
     ApplicationMaster (``interpreters.am_start_check``: which node, what it lacks, what to
     set), read from its NodeManager; None when it printed none or cannot be read."""
-    attempts = sorted(rm.app_attempts(app_id), key=lambda a: -int(a.get("id") or 0))
-    if not attempts:
-        return None
-    node, cid = attempts[0].get("nodeHttpAddress"), attempts[0].get("containerId")
+    attempt = rm.am_container(app_id)
+    node, cid = attempt.get("nodeHttpAddress"), attempt.get("containerId")
     data = node_log(node, cid, DRIVER_LOG, timeout=timeout) if node and cid else None
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data or ""
-    lines = [line.strip() for line in text.splitlines() if line.startswith(NODE_LACKS)]
+    lines = [line.strip() for line in (data or b"").decode(errors="replace").splitlines()
+             if line.startswith(NODE_LACKS)]
     return lines[-1][len("[subm] "):] if lines else None
