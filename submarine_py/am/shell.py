@@ -15,6 +15,7 @@ Threads: HTTP handlers change the strategy's state under its lock; the main thre
 """
 from __future__ import annotations
 
+import abc
 import getpass
 import logging
 import os
@@ -68,8 +69,9 @@ def heartbeat_seconds(lost_after_seconds: float) -> float:
     return min(HEARTBEAT_SECONDS, lost_after_seconds / 3)
 
 
-class Shell:
-    """The frame every AM runs in; a strategy (a subclass) gives the hooks below."""
+class Shell(abc.ABC):
+    """The frame every AM runs in; a strategy (a subclass) gives the hooks below (a strategy
+    missing one cannot be made)."""
 
     #: What the strategy runs, in the job deadline's diagnostics ("job", "sweep").
     what = "job"
@@ -110,40 +112,43 @@ class Shell:
     def begin(self) -> None:
         """Before the first round (its first log line)."""
 
+    @abc.abstractmethod
     def round(self) -> None:
         """One round of the main loop: what to start and give back, what ended, what fell
         silent, the strategy's own checks."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def kill(self, why: str = "killed by request") -> None:
-        raise NotImplementedError
+        """The verdict KILLED, for ``why`` (a signal, ``/v1/kill``)."""
 
+    @abc.abstractmethod
     def report(self) -> JobReport:
-        raise NotImplementedError
+        """The job's report now (what ``/v1/status`` and the report file show)."""
 
     @property
+    @abc.abstractmethod
     def finishing(self) -> bool:
         """True once the verdict is in (under the lock)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def finish(self, state: JobState, diagnostics: str) -> None:
         """The verdict (under the lock)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def verdict(self) -> Tuple[JobState, str]:
         """The job's state and diagnostics (under the lock)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def set_phase(self, phase: Phase) -> None:
-        raise NotImplementedError
+        """Move the job to ``phase`` (under the lock)."""
 
+    @abc.abstractmethod
     def live(self) -> List[Tuple[str, bool]]:
         """The executors still up: (id, registered), under the lock."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def watched(self) -> Iterable[Any]:
         """The records whose ``last_seen`` tells an executor's silence (under the lock)."""
-        raise NotImplementedError
 
     def stopped_unheard(self, ex_id: str) -> None:
         """An executor that never registered was stopped after the verdict (under the lock)."""
