@@ -168,6 +168,11 @@ def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SUBM_HOME", str(home))
     for var in ("HADOOP_CONF_DIR", "SUBM_BACKEND", "SUBM_OUTPUT", "SUBM_HISTORY"):
         monkeypatch.delenv(var, raising=False)
+    # The rig's nodes (but isolated ones) see this checkout and its venv at their paths, which
+    # is what SUBM_SHIP_ENVIRONMENT=no says: packing this venv (gigabytes, torch and TensorFlow)
+    # for each rig would cost CI minutes. The tests of the environment that travels unset it
+    # (tests/test_the_environment_travels_to_nodes_that_have_nothing.py).
+    monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
     return home
 
 

@@ -25,6 +25,7 @@ from . import shipping
 from .attempts import am_attempts
 from .capacity import TAG, gang_tag
 from .held import LAUNCH_PAUSE_ENV
+from .travel import Travel
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -60,6 +61,9 @@ class YarnOptions:
     #: The whole gang is asked for with the application (``capacity.admit_at_submission`` said
     #: it fits): each service declares its role's tasks. Else none: the AM asks once it fits.
     gang_with_application: bool = False
+    #: The submitting environment, travelling to the nodes (``travel/``); None: the nodes have
+    #: the interpreter (environment.python, SUBM_SHIP_ENVIRONMENT=no) or it is not built here.
+    travel: Optional[Travel] = None
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
@@ -67,17 +71,24 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     it: ``setup`` for the AM; ``task_setup`` and ``task_env`` for executors, which write the
     wrappers themselves (see interpreters.WRAPPER_ENV).
 
-    With ``environment.archive`` this is the submitting interpreter (or ``python3`` where the
-    node lacks it), not the archive's: the AM and executors must not wait for the archive,
-    and the executor puts the unpacked archive first on the task's PATH.
+    With ``environment.archive`` the executors run the submitting interpreter (or ``python3``
+    where the node lacks it), not the archive's: they must not wait for the archive, and the
+    executor puts the unpacked archive first on the task's PATH. The AM runs the travelling
+    environment (``opts.travel``) where there is one, and so do the tasks outside images
+    without an archive.
     Tasks in Docker images find their interpreter themselves (:func:`docker_script`).
     """
-    env = plan.job.environment
+    env, travel = plan.job.environment, opts.travel
     if env.archive:
         python = opts.python or sys.executable
         setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
-        return {"python": '"$SUBM_PY"', "setup": setup, "task_setup": setup, "task_env": {}}
+        return {"python": '"$SUBM_PY"', "setup": travel.setup_lines() if travel else setup, "task_setup": setup,
+                "task_env": {}}
     am_here, _ = runs_submitting_python(plan.job)
+    if travel and am_here:  # tasks outside images run it too (in images: docker_script)
+        setup = travel.setup_lines()
+        return {"python": travel.python, "setup": setup, "task_setup": f"{setup}\n{travel.task_path_line()}",
+                "task_env": {interpreters.WRAPPER_ENV: "1"}}
     python = (opts.python or sys.executable) if am_here else env.python
     # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
     return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
@@ -205,9 +216,11 @@ def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
 
     return skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token},
+        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token,
+               **(opts.travel.resources() if opts.travel else {})},
         env={protocol.TOKEN_FILE: TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
-             "PYTHONPATH": PACKAGE_PARENT,
+             # The travelling environment brings this package (installed, or its editable code).
+             **({} if opts.travel else {"PYTHONPATH": PACKAGE_PARENT}),
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
         script=f"{py['setup']}\n{interpreters.am_start_check(py['python'])}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
@@ -230,7 +243,7 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
-               **token, **user_files(plan, opts), **archive_files(plan, opts)},
+               **token, **user_files(plan, opts), **archive_files(plan, opts), **travel_files(plan, task, opts)},
         env=task_env(plan, task, opts, py),
         script=script,
         # The AM starts every container (and every replacement) itself, through admission:
@@ -257,6 +270,13 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
         # In an image the executor writes python/python3 wrappers of its own interpreter.
         **({interpreters.WRAPPER_ENV: "1"} if task.docker else py["task_env"]),
     }
+
+
+def travel_files(plan: Plan, task: TaskPlan, opts: YarnOptions) -> Dict[str, object]:
+    """The travelling environment, for the tasks that run it: outside images, without an archive."""
+    if not opts.travel or task.docker or plan.job.environment.archive:
+        return {}
+    return opts.travel.resources()
 
 
 def user_files(plan: Plan, opts: YarnOptions) -> Dict[str, object]:

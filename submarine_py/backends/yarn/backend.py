@@ -29,7 +29,7 @@ from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle, protocol
 from ...am.process import SIGNALLED
-from . import kerberos, rules, shipping
+from . import kerberos, rules, shipping, spnego, travel
 from .app_logs import write_app_logs
 from .app_spec import runs_submitting_python
 from .attempts import REPORT_FILE, last_left, node_could_not_start
@@ -40,6 +40,7 @@ from .request import YarnRequest, build_request, require_skein
 from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
 from .site import hadoop_conf_dir
 from .skein_driver import client_for
+from .travel.webhdfs import ClusterFilesystem, Files
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
                 "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
@@ -134,7 +135,20 @@ class YarnBackend(Backend):
             hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
         except BackendError:
             hosts = []
-        return build_request(plan, self.rm.url, hosts, gang_with_application=self._gang_with_application(plan))
+        return build_request(plan, self.rm.url, hosts, gang_with_application=self._gang_with_application(plan),
+                             travel=self._travel(plan))
+
+    def _travel(self, plan: Plan) -> Optional[travel.Travel]:
+        """What of the submitting environment travels to the nodes (``travel/``): where the AM
+        runs it, unless SUBM_SHIP_ENVIRONMENT=no says the nodes have it at its path."""
+        if not travel.ship_environment() or not runs_submitting_python(plan.job)[0]:
+            return None
+        return travel.plan(ClusterFilesystem.from_conf(hadoop_conf_dir()), yarn_user())
+
+    def _cluster_files(self) -> Files:
+        conf_dir = hadoop_conf_dir()
+        secure = kerberos.is_secure(conf_dir)
+        return Files(ClusterFilesystem.from_conf(conf_dir), yarn_user(), spnego.http_auth() if secure else None)
 
     def _gang_with_application(self, plan: Plan, now: Optional[float] = None) -> bool:
         """Whether to ask for the whole gang with the application: where admission says it fits
@@ -179,6 +193,9 @@ class YarnBackend(Backend):
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
+            if request.travel:  # before skein checks that its files exist
+                request.travel.ensure(self._cluster_files(), lambda line: print(f"subm: {line}", file=sys.stderr,
+                                                                               flush=True))
             try:
                 app_id = client.submit(request.app_spec)
             except Exception as exc:

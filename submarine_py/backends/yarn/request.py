@@ -19,6 +19,7 @@ from ...plan import Plan
 from . import shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
 from .capacity import GANG_ASKED_AT_SUBMISSION
+from .travel import Travel
 
 
 @dataclass(frozen=True)
@@ -46,17 +47,22 @@ class YarnRequest:
     executor_bundle: Optional[str] = None
     #: The whole gang is asked for with the application (it fitted when the request was built).
     gang_with_application: bool = False
+    #: The submitting environment's parts, which submit() packs and uploads where the cluster lacks them.
+    travel: Optional[Travel] = None
 
     def describe(self) -> str:
         head = (f"# YARN backend: skein's ApplicationSpec; {JOB_FILE} is the validated spec, "
                 f"written to {self.job_file} at submission\n")
         if self.gang_with_application:
             head += "# the whole gang fits now: its containers are asked for with the application\n"
+        if self.travel:
+            head += ("# the environment travels (packed and uploaded at submission where the cluster lacks it): "
+                     + ", ".join(p.uri for p in self.travel.parts) + "\n")
         return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
 
 
 def build_request(plan: Plan, rm_url: str, node_hosts: Sequence[str] = (),
-                  gang_with_application: bool = False) -> YarnRequest:
+                  gang_with_application: bool = False, travel: Optional[Travel] = None) -> YarnRequest:
     """The whole request for ``plan``: files named (in a private folder submit() creates), the
     app spec, the job file's content. Builds, writes nothing."""
     token = secrets.token_hex(32)
@@ -69,13 +75,14 @@ def build_request(plan: Plan, rm_url: str, node_hosts: Sequence[str] = (),
     opts = YarnOptions(job_file=job_file, token_file=token_file, rm_url=rm_url, node_hosts=tuple(node_hosts),
                        archive_sha256=archive_checksum(archive) if archive and "://" not in archive else None,
                        files_archive=files_archive, executor_bundle=executor_bundle,
-                       gang_with_application=gang_with_application)
+                       gang_with_application=gang_with_application, travel=travel)
     job = {"name": plan.job.name, "spec": plan.job.to_dict()}
     if gang_with_application:
         job[GANG_ASKED_AT_SUBMISSION] = True
     return YarnRequest(plan=plan, app_spec=build_application_spec(plan, opts), job=job, job_file=job_file,
                        token_file=token_file, token=token, files_archive=files_archive,
-                       executor_bundle=executor_bundle, gang_with_application=gang_with_application)
+                       executor_bundle=executor_bundle, gang_with_application=gang_with_application,
+                       travel=travel)
 
 
 def require_skein() -> Any:
