@@ -83,26 +83,6 @@ PROBE = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture(scope="module")
-def isolated_rig():
-    """A 1-node rig of this module's own whose node shares nothing (RIG_ISOLATED=1; root)."""
-    require_yarn()
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("isolated nodes need root and util-linux's unshare")
-    directory = Path(tempfile.mkdtemp(prefix="subm-rig-isolated."))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RIG_") and k != "HADOOP_CONF_DIR"}
-    env.update(RIG_NODES="1", RIG_ISOLATED="1")
-    up = subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "up", str(directory)], env=env,
-                        capture_output=True, text=True, timeout=600)
-    try:
-        assert up.returncode == 0, f"the isolated rig did not start:\n{up.stderr[-3000:]}"
-        yield directory
-    finally:
-        subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "down", str(directory)], env=env,
-                       capture_output=True, timeout=300)
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(isolated_rig, tmp_path):
     conf = str(isolated_rig / "conf")
     marker = Path("/tmp/rig-probe-marker")
@@ -126,10 +106,12 @@ def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(is
 
 def test_a_job_whose_environment_the_nodes_lack_fails_at_once_saying_which_node_and_what_to_set(
         isolated_rig, tmp_path):
-    """Submitted from this checkout's virtualenv, which the isolated node cannot see: the AM
+    """Submitted from this checkout's virtualenv, which the isolated node cannot see, with
+    SUBM_SHIP_ENVIRONMENT=no (the tests' default: the environment does not travel): the AM
     cannot start there. The job fails in its first attempt, and ``subm run`` and ``subm status``
     say in one line which node, what it lacks and what to set, not skein's "exit code 127, see
-    logs". (The issue "Nothing to install on the nodes" is to make such a job run instead.)"""
+    logs". (Where the environment travels, such a job runs:
+    tests/test_the_environment_travels_to_nodes_that_have_nothing.py.)"""
     from conftest import run_json, write_job
 
     conf = str(isolated_rig / "conf")

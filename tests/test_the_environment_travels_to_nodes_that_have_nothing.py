@@ -1,0 +1,114 @@
+"""A user's venv, and the interpreter it was made from, exist only on the submitting machine;
+the cluster's node has its OS, Java and Hadoop, nothing else (the isolated rig). ``subm run``
+packs the venv, its base interpreter and the editable installs' code, uploads each once to HDFS
+under the user's folder, and the AM, the executors and the tasks run from them. The next job
+packs and uploads nothing; a change to the code being worked on ships that code alone.
+
+    bash scripts/test.sh tests/test_the_environment_travels_to_nodes_that_have_nothing.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, Tuple
+
+import pytest
+
+from conftest import REPO, write_job
+from test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing import rig_env
+
+pytestmark = pytest.mark.yarn
+
+
+@pytest.fixture(scope="module")
+def user_venv(tmp_path_factory) -> Tuple[Path, Path]:
+    """A venv of the user's own, made from this machine's base interpreter (pyenv's here, which
+    no node has): submarine-py[yarn] and ``travelpkg``, a project of the user's installed
+    editable (``pip install -e``). Returns (the venv, travelpkg's source folder)."""
+    root = tmp_path_factory.mktemp("user")
+    venv, project = root / "venv", root / "travelpkg"
+    (project / "travelpkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+        [build-system]
+        requires = ["setuptools>=64"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "travelpkg"
+        version = "0.1"
+    """))
+    (project / "travelpkg" / "__init__.py").write_text("VALUE = 1\n")
+    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for args in (["-e", f"{REPO}[yarn]"], ["-e", str(project)]):
+        done = subprocess.run(pip + args, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return venv, project
+
+
+def submit(venv: Path, job: Path, env: Dict[str, str]) -> Tuple[dict, str]:
+    """``subm run JOB --output json`` as the user runs it, from their venv; (report, stderr)."""
+    done = subprocess.run([str(venv / "bin" / "subm"), "run", str(job), "--backend", "yarn", "--output", "json"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    try:
+        return json.loads(done.stdout), done.stderr
+    except ValueError:
+        pytest.fail(f"stdout is not JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def task_lines(venv: Path, app_id: str, env: Dict[str, str]) -> list:
+    logs = subprocess.run([str(venv / "bin" / "subm"), "logs", app_id], env=env, capture_output=True, text=True,
+                          timeout=120).stdout
+    return [line for line in logs.splitlines() if line.startswith("TASK ")]
+
+
+def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reused(
+        isolated_rig, user_venv, tmp_path):
+    venv, project = user_venv
+    conf = str(isolated_rig / "conf")
+    env = {k: v for k, v in rig_env(conf).items() if k not in ("SUBM_SHIP_ENVIRONMENT", "PYTHONPATH")}
+    env.update(SKEIN_CONFIG=str(tmp_path / "skein"), SUBM_SKEIN_HOME=str(tmp_path / "skein"),
+               PATH=f"{venv / 'bin'}:{env['PATH']}")
+    job = write_job(tmp_path / "job", """\
+        name: travels
+        tags: [subm-test]
+        framework: pytorch
+        roles:
+          worker:
+            instances: 2
+            resources: {memory: 256 MiB, vcores: 1}
+            command: python -c "import sys, travelpkg; print('TASK', sys.prefix, sys.version.split()[0], travelpkg.VALUE)"
+    """)
+
+    first, said = submit(venv, job, env)
+    assert first["state"] == "SUCCEEDED", (first, said)
+    assert re.search(r"subm: environment: packed \S+ \([\d.]+ MB\) in [\d.]+ s, uploaded to hdfs://\S+/user/\S+/"
+                     r"\.subm/environments/env-venv-\w+\.tar\.gz in [\d.]+ s", said), said
+    if not sys.base_prefix.startswith("/usr"):  # pyenv's, which the node lacks: it travels too
+        assert "subm: interpreter: packed" in said, said
+    lines = task_lines(venv, first["app_id"], env)
+    assert len(lines) == 2, lines
+    for line in lines:  # the shipped environment, in the container, with the submitter's Python
+        _, prefix, version, value = line.split()
+        assert prefix.endswith("/.subm-venv") and "/appcache/" in prefix, line
+        assert version == sys.version.split()[0] and value == "1", line
+
+    second, said = submit(venv, job, env)
+    assert second["state"] == "SUCCEEDED", (second, said)
+    assert "packed" not in said and "uploaded" not in said, said
+    assert "subm: environment: reusing" in said and "subm: code: reusing" in said, said
+
+    # A one-line change to the editable project ships that code alone, in kilobytes.
+    (project / "travelpkg" / "__init__.py").write_text("VALUE = 2\n")
+    third, said = submit(venv, job, env)
+    assert third["state"] == "SUCCEEDED", (third, said)
+    assert "subm: environment: reusing" in said, said
+    shipped = re.search(r"subm: code: packed .*travelpkg.* \(([\d.]+) MB\)", said)
+    assert shipped and float(shipped.group(1)) < 1.0, said
+    assert all(line.endswith(" 2") for line in task_lines(venv, third["app_id"], env))
