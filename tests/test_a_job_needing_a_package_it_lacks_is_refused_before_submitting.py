@@ -48,7 +48,7 @@ def test_a_tensorboard_section_needs_tensorboard_where_its_task_runs():
 
 
 def test_the_local_backend_refuses_a_sweep_without_optuna_at_validation(monkeypatch):
-    monkeypatch.setattr(extras, "_importable", lacking("optuna"))
+    monkeypatch.setattr(extras, "importable", lacking("optuna"))
     with pytest.raises(SpecError) as caught:
         spec_from_dict({"name": "j", "framework": "pytorch", "roles": ROLES, "sweep": SWEEP},
                        rules=LocalBackend().check)
@@ -60,7 +60,7 @@ def test_yarn_refuses_a_sweep_without_optuna_where_its_am_runs_this_interpreter(
     the nodes' own (then what it has is not known here: no refusal)."""
     from submarine_py.backends.yarn.backend import YarnBackend
 
-    monkeypatch.setattr(extras, "_importable", lacking("optuna", "tensorboard"))
+    monkeypatch.setattr(extras, "importable", lacking("optuna", "tensorboard"))
     data = {"name": "j", "framework": "pytorch", "roles": ROLES, "sweep": SWEEP}
     with pytest.raises(SpecError) as caught:
         spec_from_dict(data, rules=YarnBackend().check)
@@ -70,3 +70,23 @@ def test_yarn_refuses_a_sweep_without_optuna_where_its_am_runs_this_interpreter(
         spec_from_dict(dict(data, environment={"archive": "hdfs:///envs/e.tar.gz"}), rules=YarnBackend().check)
     assert spec_from_dict(dict(data, environment={"python": "/opt/env/bin/python3"}),
                           rules=YarnBackend().check).sweep is not None
+
+
+def test_a_kerberized_cluster_without_requests_gssapi_is_refused_before_submitting(monkeypatch, tmp_path):
+    """The client's REST calls answer SPNEGO with requests-gssapi, and the environment that
+    submits is the one that travels to the nodes: exit 2 naming the extra, before any login."""
+    pytest.importorskip("skein")
+    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.plan import make_plan
+
+    (tmp_path / "yarn-site.xml").write_text("<configuration/>")
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value>"
+        "</property></configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    monkeypatch.setattr(extras, "importable", lacking("requests_gssapi"))
+    with pytest.raises(SpecError) as caught:
+        YarnBackend(rm_url="http://rm.invalid:8088").check_cluster(make_plan(spec()))
+    assert caught.value.exit_code == 2
+    assert "kerberos: the cluster is Kerberized and requests-gssapi is not installed" in str(caught.value)
+    assert "submarine-py[yarn]" in str(caught.value)

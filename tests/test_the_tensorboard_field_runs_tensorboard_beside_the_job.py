@@ -125,8 +125,8 @@ def test_yarn_refuses_a_log_folder_only_one_node_would_see():
 
 
 def test_the_local_backend_says_what_to_install_when_tensorboard_is_missing(monkeypatch):
-    real = extras._importable
-    monkeypatch.setattr(extras, "_importable", lambda name: name != "tensorboard" and real(name))
+    real = extras.importable
+    monkeypatch.setattr(extras, "importable", lambda name: name != "tensorboard" and real(name))
     found = problems(job(tensorboard={}), rules=LocalBackend().check)
     assert "TensorBoard is not installed for" in found["tensorboard"]
     assert "pip install tensorboard" in found["tensorboard"]

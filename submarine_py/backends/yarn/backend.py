@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Set, TextIO
 
 from ... import extras
-from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError
+from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...jobfile.model import JobSpec
 from ...plan import Plan
 from ...report import JobReport, Timings, replace
@@ -97,6 +97,11 @@ class YarnBackend(Backend):
         """Refuse what this cluster can never run, with the numbers, before submitting; on a
         secure cluster, a login that cannot submit first."""
         require_skein()
+        if kerberos.is_secure(hadoop_conf_dir()) and not extras.importable("requests_gssapi"):
+            # The client's REST calls, and the travelling environment's, answer SPNEGO with it.
+            raise SpecError([("kerberos", f"the cluster is Kerberized and requests-gssapi is not installed for "
+                                          f"{sys.executable}: pip install 'submarine-py[yarn]' into the "
+                                          "environment that submits (it travels to the nodes)")])
         self.log_in(plan.job.kerberos)
         limits = self.rm.limits()
         problems = []

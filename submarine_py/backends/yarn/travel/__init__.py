@@ -111,6 +111,9 @@ class Travel:
             if files.exists(path):
                 say(f"{part.what}: reusing {part.uri}")
                 continue
+            if part.what != "code":  # gigabytes take minutes: say what it waits for
+                say(f"{part.what}: {files.where.uri}{path} is not there yet: packing {self._source(part)} "
+                    "(once: later jobs reuse it)")
             with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:
                 local = os.path.join(tmp, os.path.basename(path))
                 began = time.monotonic()
