@@ -2,7 +2,9 @@
 
 Where: ``SUBM_HISTORY`` (a path, or a URI of any filesystem pyarrow opens with
 ``pyarrow.fs.FileSystem.from_uri``: ``hdfs://nn/user/me/subm-history``,
-``s3://bucket/history``...), else ``$SUBM_HOME/history``.
+``s3://bucket/history``...; or ``webhdfs://nn:9870/user/me/subm-history``, HDFS through its
+NameNode's web address with fsspec, for machines without ``libhdfs.so`` and a Hadoop client,
+which pyarrow's ``hdfs://`` needs), else ``$SUBM_HOME/history``.
 
 Layout: each job is first written as its own file, ``<app_id>.parquet`` (one
 row), under a hidden temporary name and then moved into place. So writers never
@@ -145,6 +147,27 @@ def parse_since(text: str, now: Optional[dt.datetime] = None) -> dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
+#: HDFS through the NameNode's WebHDFS (fsspec): no libhdfs.so, no Hadoop client.
+WEBHDFS = ("webhdfs://", "swebhdfs://")
+
+
+def _webhdfs(location: str) -> Tuple[Any, str]:
+    """pyarrow's view of fsspec's WebHDFS at ``location`` (user: HADOOP_USER_NAME, else the
+    login name; a Kerberized NameNode gets SPNEGO from requests-gssapi when it is installed)."""
+    import getpass
+    from urllib.parse import urlparse
+
+    import fsspec
+    import pyarrow.fs as pafs
+
+    url = urlparse(location)
+    secure = url.scheme == "swebhdfs"
+    fs = fsspec.filesystem("webhdfs", host=url.hostname, port=url.port or (9871 if secure else 9870),
+                           use_https=secure, user=os.environ.get("HADOOP_USER_NAME") or getpass.getuser(),
+                           skip_instance_cache=True)
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), url.path or "/"
+
+
 # ----------------------------------------------------------------------- store
 class History:
     """The Parquet dataset of finished jobs at ``location`` (a path or a filesystem URI)."""
@@ -154,12 +177,18 @@ class History:
 
         self.location = location or history_location()
         try:
-            if "://" in self.location:
+            if self.location.startswith(WEBHDFS):
+                self.fs, self.root = _webhdfs(self.location)
+            elif "://" in self.location:
                 self.fs, self.root = pafs.FileSystem.from_uri(self.location)
             else:
                 self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(self.location))
         except Exception as exc:  # ArrowInvalid, OSError: an unknown scheme, an unreachable filesystem
-            raise BackendError(f"cannot open the job history at {self.location} ({HISTORY_ENV}): {exc}") from None
+            hint = ""
+            if self.location.startswith("hdfs://") and "libhdfs" in str(exc).lower():
+                hint = ("; without libhdfs.so and a Hadoop client here, use HDFS through the NameNode's web "
+                        "address: webhdfs://<namenode>:9870/<path>")
+            raise BackendError(f"cannot open the job history at {self.location} ({HISTORY_ENV}): {exc}{hint}") from None
         self.root = self.root.rstrip("/") or "/"
         #: Files skipped while reading (not Parquet, another schema): the CLI warns about them.
         self.problems: List[str] = []

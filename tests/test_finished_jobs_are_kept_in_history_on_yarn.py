@@ -5,6 +5,7 @@ detached ones too (collected from the AM's subm-report.json through the NM's RES
 """
 from __future__ import annotations
 
+import getpass
 import secrets
 from pathlib import Path
 
@@ -74,3 +75,26 @@ def test_finished_yarn_jobs_appear_once_detached_ones_included(tmp_path, subm_ho
     assert stored_rows(subm_home / "history", detached["app_id"]) == 1
     rc, one, _ = run_json("history", detached["app_id"], "--no-collect", env=YARN)
     assert one["spec"]["name"] == f"hist-{tag}-bad"
+
+
+def test_the_history_lives_on_hdfs_through_the_namenodes_web_address(tmp_path, subm_home):
+    """SUBM_HISTORY=webhdfs://namenode:9870/...: a laptop without libhdfs.so or a Hadoop client
+    keeps the history on the cluster's HDFS; another machine (here: another SUBM_HOME) reads it."""
+    from submarine_py.backends.yarn.site import hadoop_conf
+
+    http = hadoop_conf("hdfs-site.xml", YARN_CONF_DIR).get("dfs.namenode.http-address")
+    if not http:
+        pytest.skip(f"no dfs.namenode.http-address in {YARN_CONF_DIR}/hdfs-site.xml")
+    tag = secrets.token_hex(3)
+    history = f"webhdfs://{http}/tmp/subm-history-{tag}"
+    job = write_job(tmp_path / "a", JOB.format(name=f"hist-{tag}-hdfs", gpus=0, code=0))
+    env = dict(YARN, SUBM_HISTORY=history)
+    rc, done, err = run_json("run", str(job), "--backend", "yarn", env=env, timeout=300)
+    assert rc == 0, err
+    elsewhere = dict(env, SUBM_HOME=str(tmp_path / "another-home"))
+    rc, rows, err = run_json("history", "--name", f"hist-{tag}-*", env=elsewhere, timeout=120)
+    assert rc == 0, err
+    assert [(r["app_id"], r["state"]) for r in rows] == [(done["app_id"], "SUCCEEDED")]
+    listing = requests.get(f"http://{http}/webhdfs/v1/tmp/subm-history-{tag}",
+                           params={"op": "LISTSTATUS", "user.name": getpass.getuser()}, timeout=10).json()
+    assert [f["pathSuffix"] for f in listing["FileStatuses"]["FileStatus"]] == [f"{done['app_id']}.parquet"]
