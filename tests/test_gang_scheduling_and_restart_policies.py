@@ -173,6 +173,64 @@ def test_gang_timeout_fails_naming_the_missing_task():
     assert {t["state"] for t in report["tasks"]} == {"STOPPED"}
 
 
+def test_the_gang_clock_waits_for_a_container_the_cluster_is_still_localizing(monkeypatch):
+    """A first job on a node has YARN unpack the travelling environment there (minutes for
+    gigabytes): not the gang failing to assemble. Past gang_seconds the AM asks whether the
+    missing task's container is still being localized; while it is, it waits, and says so once."""
+    import time
+
+    from submarine_py.am import registration
+
+    monkeypatch.setattr(registration, "LOCALIZING_CHECK_SECONDS", 0.2)
+    asked = []
+
+    class Localizing(FakeContainers):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.until = time.monotonic() + 3.5  # the unpacking ends 1.5 s past gang_seconds
+
+        def poll(self):
+            if time.monotonic() >= self.until:
+                self.never_register.clear()  # unpacked: the executor starts and registers
+            return super().poll()
+
+        def localizing(self, executors):
+            asked.append(list(executors))
+            if time.monotonic() < self.until:
+                return [f"container {ex} on node7 is being localized" for ex in executors]
+            return []
+
+    spec = dict(WORKERS, timeouts={"gang_seconds": 2})
+    fake = Localizing(lambda role, index, attempt: 0, {"worker:1"})
+    am = ApplicationMaster(make_plan(spec_from_dict(dict({"name": "t"}, **spec))), "local_test", fake)
+    fake.am = am
+    report = am.run().to_dict()
+    assert report["state"] == "SUCCEEDED", report["diagnostics"]
+    assert asked and all(executors == ["worker-1-e2"] for executors in asked)  # the missing one only
+    said = [e["message"] for e in report["events"] if "being localized" in e["message"]]
+    assert said == ["past timeouts.gang_seconds (2 s), but container worker-1-e2 on node7 is being localized: "
+                    "the gang's clock waits for YARN to unpack the job's environment there (once per node)"]
+
+
+def test_a_container_localizing_past_its_allowance_fails_the_gang_as_before(monkeypatch):
+    from submarine_py.am import registration
+
+    monkeypatch.setattr(registration, "LOCALIZING_MOST_SECONDS", 1.0)
+    monkeypatch.setattr(registration, "LOCALIZING_CHECK_SECONDS", 0.2)
+
+    class Forever(FakeContainers):
+        def localizing(self, executors):
+            return [f"container {ex} on node7 is being localized" for ex in executors]
+
+    spec = dict(WORKERS, timeouts={"gang_seconds": 1})
+    fake = Forever(lambda role, index, attempt: 0, {"worker:1"})
+    am = ApplicationMaster(make_plan(spec_from_dict(dict({"name": "t"}, **spec))), "local_test", fake)
+    fake.am = am
+    report = am.run().to_dict()
+    assert report["state"] == "FAILED"
+    assert "gang not complete within timeouts.gang_seconds (1 s)" in report["diagnostics"]
+
+
 def test_untracked_tasks_are_stopped_once_tracked_ones_succeed():
     spec = {"framework": "tensorflow", "roles": {
         "worker": {"instances": 2, "command": "train"}, "ps": {"command": "serve"}}}

@@ -122,6 +122,12 @@ class Containers(ABC):
         container whose stop crossed its launch)."""
         return False
 
+    def localizing(self, executors: Sequence[str]) -> List[str]:
+        """Of these executors' containers, those the cluster is still preparing on their node
+        (YARN unpacking the job's environment there for the first time), each as a short word:
+        the gang's clock waits for them. Nothing to prepare by default."""
+        return []
+
     def describe(self, executor: str) -> str:
         """A short word on an executor that has not registered (e.g. 'pending in queue default')."""
         return ""

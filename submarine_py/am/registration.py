@@ -21,6 +21,12 @@ from .records import Executor, Task, shown
 log = logging.getLogger("subm.am")
 
 
+#: How long past gang_seconds the gang may wait for containers YARN is still localizing.
+LOCALIZING_MOST_SECONDS = 1800.0
+#: How often the NodeManagers are asked, once past gang_seconds.
+LOCALIZING_CHECK_SECONDS = 5.0
+
+
 class Registration:
     """Registration and the gang's start. ``save_state`` keeps the job's attempts where a later
     AM can read them (called when the gang is ready)."""
@@ -37,6 +43,9 @@ class Registration:
         self.heartbeat_seconds = heartbeat_seconds
         self.gpu_sample_seconds = gpu_sample_seconds
         self.save_state = save_state
+        self._localizing_checked = float("-inf")
+        #: When a missing task's container was last seen being localized (its clock's start then).
+        self._localized_at = float("-inf")
 
     def register(self, body: Dict[str, Any]) -> Dict[str, Any]:
         """An executor says where it listens (``POST /v1/register``); the reply names its task."""
@@ -147,8 +156,45 @@ class Registration:
                      gpu_sample_seconds=self.gpu_sample_seconds)
 
     def check_timeout(self) -> None:
-        """Fail the job if the gang is not complete within ``timeouts.gang_seconds`` of its start."""
+        """Fail the job if the gang is not complete within ``timeouts.gang_seconds`` of its start,
+        or of the last moment the cluster was seen localizing a missing task's container
+        (:meth:`_localizing`)."""
         job = self.job
         limit = job.plan.job.timeouts.gang_seconds
-        if job.phase == Phase.STARTING and time.monotonic() - job.gang_started > limit:
+        now = time.monotonic()
+        if job.phase != Phase.STARTING or now - max(job.gang_started, self._localized_at) <= limit:
+            return
+        if not self._localizing(now, limit):
             job.finish(JobState.FAILED, gang_missing(job.tasks.values(), self.containers, limit, job.attempt))
+
+    def _localizing(self, now: float, limit: float) -> bool:
+        """Whether a missing task's container is still being localized: the first job on a node
+        has YARN unpack the environment that travels (gigabytes and tens of thousands of files
+        take minutes), which is not the gang failing to assemble. The gang then gets
+        gang_seconds from the last moment one was seen localizing, for at most
+        LOCALIZING_MOST_SECONDS past its start; the NodeManagers are asked every few seconds."""
+        job = self.job
+        if now - job.gang_started > limit + LOCALIZING_MOST_SECONDS:
+            return False
+        if now < self._localizing_checked + LOCALIZING_CHECK_SECONDS:
+            return True  # asked a moment ago: the answer stands
+        self._localizing_checked = now
+        missing = [ts.executor for ts in job.tasks.values()
+                   if ts.executor and ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
+        words = self.containers.localizing(missing) if missing else []
+        if not words:
+            return False
+        if self._localized_at < job.gang_started:  # once per gang
+            job.decide("past timeouts.gang_seconds (%s s), but %s: the gang's clock waits for YARN to "
+                       "unpack the job's environment there (once per node)", limit, "; ".join(words))
+        self._localized_at = now
+        return True
+        self._localizing_checked = now
+        missing = [ts.executor for ts in job.tasks.values()
+                   if ts.executor and ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
+        words = self.containers.localizing(missing) if missing else []
+        if words and not self._was_localizing:
+            job.decide("past timeouts.gang_seconds (%s s), but %s: the gang's clock waits for YARN to "
+                       "unpack the job's environment there (once per node)", limit, "; ".join(words))
+        self._was_localizing = bool(words)
+        return self._was_localizing

@@ -29,12 +29,15 @@ from ...states import GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
 from .exits import container_end, refused_at_node
 from .held import LAUNCH_PAUSE_ENV, held_containers
+from .nodemanager import nm_container
 from .rest import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
 #: skein's ``ContainerState`` values of a container that has ended (skein's states, not a job's).
 CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
+#: A NodeManager's states of a container it has not started yet (its REST API's words).
+STILL_LOCALIZING = frozenset({"NEW", "LOCALIZING", "SCHEDULED"})
 #: How long a machine whose executors fell silent is kept out of the job (YARN's own NodeManager
 #: expiry is 10 minutes), unless its NodeManager answers again.
 AVOID_SECONDS = 600
@@ -350,6 +353,17 @@ class YarnContainers(Containers):
             log.warning("node %s does not answer: keeping replacements off it", host)
             self.avoided.setdefault(host, time.monotonic())
         self.kill(executor)
+
+    def localizing(self, executors: Sequence[str]) -> List[str]:
+        """Containers whose NodeManager still localizes them (a first job on that node unpacks
+        the travelling environment: minutes for gigabytes), asked of each one's NodeManager."""
+        out = []
+        for executor in executors:
+            c = self.containers.get(executor)
+            node = getattr(c, "yarn_node_http_address", None)
+            if node and str(nm_container(node, executor, timeout=1.0).get("state", "")).upper() in STILL_LOCALIZING:
+                out.append(f"container {executor} on {_host(node)} is being localized")
+        return out
 
     def describe(self, executor: str) -> str:
         self._fresh()
