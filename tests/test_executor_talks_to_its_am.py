@@ -165,3 +165,20 @@ def test_the_executor_registers_without_importing_urllib_or_subprocess(tmp_path)
     out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout.split()
     assert not {"urllib.request", "http.client", "subprocess", "tarfile", "ssl", "email"} & set(out)
+
+
+def test_malformed_json_is_a_value_error_even_before_json_is_imported(tmp_path):
+    """The executor decodes with ``_json``'s C scanner, sparing json's imports; on malformed
+    input that scanner raises json.decoder's error only where json.decoder is imported, else a
+    SystemError ("returned NULL without setting an exception") crashed the executor. A fresh
+    ``python3 -S`` as on a node: the decoder says what is wrong, as a ValueError."""
+    (tmp_path / "subm_am_client.py").write_text((EXECUTOR_PACKAGE / "am_client.py").read_text())
+    (tmp_path / "subm_protocol.py").write_text((EXECUTOR_PACKAGE / "protocol.py").read_text())
+    probe = ("import importlib.util as u, sys; sys.path.insert(0, '.'); import subm_protocol\n"
+             "spec = u.spec_from_file_location('subm_am_client', 'subm_am_client.py')\n"
+             "c = u.module_from_spec(spec); c.protocol = subm_protocol; spec.loader.exec_module(c)\n"
+             "assert 'json.decoder' not in sys.modules\n"
+             "try:\n    c.loads('{data/train.csv: .subm-url-0}')\n"
+             "except ValueError as exc:\n    print('ValueError', exc)")
+    out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("ValueError Expecting property name"), out.stderr

@@ -97,4 +97,5 @@ def test_the_history_lives_on_hdfs_through_the_namenodes_web_address(tmp_path, s
     assert [(r["app_id"], r["state"]) for r in rows] == [(done["app_id"], "SUCCEEDED")]
     listing = requests.get(f"http://{http}/webhdfs/v1/tmp/subm-history-{tag}",
                            params={"op": "LISTSTATUS", "user.name": getpass.getuser()}, timeout=10).json()
-    assert [f["pathSuffix"] for f in listing["FileStatuses"]["FileStatus"]] == [f"{done['app_id']}.parquet"]
+    # (subm history also collected the rig's other finished jobs it lacked: one file each)
+    assert f"{done['app_id']}.parquet" in [f["pathSuffix"] for f in listing["FileStatuses"]["FileStatus"]]

@@ -10,6 +10,7 @@ from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_
 from submarine_py.admission import Need
 from submarine_py.backends.yarn.capacity import parse_gang_tag
 from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
+from submarine_py.executor import protocol
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
 
@@ -129,7 +130,8 @@ def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path
     worker = spec.services["worker"]
     assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
     assert worker.files[".subm-url-0"].source == "hdfs://nn/data/big.bin"
-    assert json.loads(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
+    assert worker.env["SUBM_FILES_LINKS"] == ".subm-url-0:lib/big.bin"  # no quotes: YARN's launch script
+    assert protocol.decode_links(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
 
 
 def test_a_shared_dir_is_mounted_into_yarn_docker_containers(tmp_path):

@@ -83,6 +83,37 @@ PROBE = textwrap.dedent("""\
     """)
 
 
+def test_a_files_entry_from_hdfs_reaches_every_task_at_its_destination(tmp_path):
+    """``files: {data/train.csv: hdfs:///...}``: YARN localizes it from HDFS (with the job's
+    delegation token on a secure cluster) and the executor links it at its destination."""
+    from conftest import run_json, subm, write_job
+
+    require_yarn()
+    remote = f"/tmp/subm-files-{uuid.uuid4().hex[:8]}/train.csv"
+    (tmp_path / "train.csv").write_text("x,y\n1,2\n")
+    assert hdfs(YARN_CONF_DIR, "dfs", "-mkdir", "-p", os.path.dirname(remote)).returncode == 0
+    assert hdfs(YARN_CONF_DIR, "dfs", "-put", str(tmp_path / "train.csv"), remote).returncode == 0
+    job = write_job(tmp_path / "job", f"""\
+        name: files-from-hdfs
+        tags: [subm-test]
+        roles:
+          worker:
+            instances: 2
+            resources: {{memory: 256 MiB, vcores: 1}}
+            command: python3 -c "print('READ', open('data/train.csv').read().split()[1])"
+        files:
+          data/train.csv: hdfs://{remote}
+    """)
+    try:
+        rc, report, err = run_json("run", str(job), "--backend", "yarn", env={"HADOOP_CONF_DIR": YARN_CONF_DIR},
+                                   timeout=300)
+        assert rc == 0 and report["state"] == "SUCCEEDED", (report, err)
+        rc, logs, err = subm("logs", report["app_id"], env={"HADOOP_CONF_DIR": YARN_CONF_DIR}, timeout=60)
+        assert logs.count("READ 1,2") == 2, logs
+    finally:
+        hdfs(YARN_CONF_DIR, "dfs", "-rm", "-r", "-skipTrash", os.path.dirname(remote))
+
+
 def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(isolated_rig, tmp_path):
     conf = str(isolated_rig / "conf")
     marker = Path("/tmp/rig-probe-marker")

@@ -17,7 +17,6 @@ from submarine_py.errors import SpecError
 from submarine_py.frameworks import get_framework
 from submarine_py.interpreters import shell_setup, write_wrappers
 from submarine_py.plan import make_plan
-from submarine_py.executor.am_client import loads
 from submarine_py.executor.workdir import lay_out_files
 from submarine_py.jobfile import spec_from_dict
 
@@ -156,7 +155,7 @@ def test_the_archive_lays_files_out_as_real_files_at_their_destinations(tmp_path
         assert "big.bin" not in tar.getnames()
     (work / ".subm-url-0").write_text("remote")  # what YARN localizes for the URL source
     env = shipping.executor_env(files)
-    lay_out_files(env, str(work), loads)
+    lay_out_files(env, str(work))
     assert not (work / "train.py").is_symlink() and (work / "train.py").read_text() == "import pkg\n"
     assert (work / "pkg" / "mod.py").read_text() == "X = 1\n" and (work / "pkg" / "alias.py").is_symlink()
     assert (work / "data" / "input.txt").read_text() == "data\n"

@@ -447,6 +447,12 @@ def _json_codec():
                 obj, end = scan(text, 0)
             except StopIteration:
                 raise ValueError("no JSON value in %r" % text[:80]) from None
+            except SystemError:
+                # Malformed JSON: the C scanner raises json.decoder's JSONDecodeError, which it
+                # finds only where that module is imported (else "returned NULL without setting
+                # an exception"). json says what is wrong (a ValueError).
+                import json
+                return json.loads(text)
             if end != len(text):
                 raise ValueError("extra data after JSON at %d" % end)
             return obj

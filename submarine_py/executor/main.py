@@ -458,8 +458,7 @@ def main():
     if os.environ.get(protocol.LOG_TO_CONTAINER) == "1":
         log_to_container(os.environ)
     try:
-        _sibling("workdir").lay_out_files(os.environ, os.environ.get(protocol.WORKDIR) or os.getcwd(),
-                                          am_client.loads)
+        _sibling("workdir").lay_out_files(os.environ, os.environ.get(protocol.WORKDIR) or os.getcwd())
     except (OSError, ValueError) as exc:
         _log("cannot lay out the job's files: %s" % exc)
         sys.exit(1)

@@ -30,7 +30,7 @@ ADVERTISE_HOST = "SUBM_ADVERTISE_HOST"  #: the host the executor registers (else
 WORKDIR = "SUBM_WORKDIR"  #: the task's working directory (else the executor's)
 LOG_TO_CONTAINER = "SUBM_LOG_TO_CONTAINER"  #: "1": write stdout/stderr to the container's log dir
 FILES_ARCHIVE = "SUBM_FILES_ARCHIVE"  #: the job's files, one archive to unpack in the workdir
-FILES_LINKS = "SUBM_FILES_LINKS"  #: the job's files, as JSON {name in the workdir: localized name}
+FILES_LINKS = "SUBM_FILES_LINKS"  #: the job's files: localized name -> destination (encode_links)
 ENV_ARCHIVE = "SUBM_ENV_ARCHIVE"  #: environment.archive, unpacked into the node's cache
 ENV_SHA256 = "SUBM_ENV_SHA256"  #: its digest, the cache's key where given
 ENV_CACHE = "SUBM_ENV_CACHE"  #: the node's folder of unpacked environments
@@ -66,3 +66,21 @@ PATH_KILL = "/v1/kill"  #: POST: kill the job (the local backend's ``subm kill``
 # -- ... and what is open to read (also through the RM's proxy, hence matched by their end)
 PATH_AM = "/v1/am"  #: GET: the AM's address (AM_DISCOVERY)
 PATH_STATUS = "/v1/status"  #: GET: the job's report, as JSON
+
+
+def encode_links(links):
+    """``{destination: localized name}`` as SUBM_FILES_LINKS carries it: ``name:destination``
+    pairs joined by ``|``. YARN writes a variable into its launch script between double
+    quotes, unescaped, so JSON's quotes were lost there; destinations never hold ``:`` or ``|``
+    (the job file's rules) and names are ``.subm-url-N``."""
+    return "|".join("%s:%s" % (name, dest) for dest, name in sorted(links.items()))
+
+
+def decode_links(text):
+    """The inverse of :func:`encode_links` (an empty text: no links)."""
+    out = {}
+    for pair in (text or "").split("|"):
+        if pair:
+            name, _, dest = pair.partition(":")
+            out[dest] = name
+    return out

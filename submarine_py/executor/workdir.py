@@ -11,11 +11,10 @@ if __package__:  # shipped, main.py's _sibling gives every module ``protocol`` b
     from . import protocol
 
 
-def lay_out_files(env, workdir, loads):
+def lay_out_files(env, workdir):
     """On YARN: unpack the job's files archive into the working directory as real files
     (YARN localizes it as a symlink into its cache; scripts must import their siblings),
-    and link each ``scheme://`` source, localized under a flat name, at its destination.
-    ``loads``: a JSON decoder (am_client's, which spares the executor json's imports)."""
+    and link each ``scheme://`` source, localized under a flat name, at its destination."""
     archive = env.get(protocol.FILES_ARCHIVE)
     if archive:
         path = os.path.join(workdir, archive)
@@ -31,7 +30,7 @@ def lay_out_files(env, workdir, loads):
             except tarfile.TarError as exc:
                 raise ValueError("%s: %s" % (archive, exc)) from None
             os.remove(path)  # only the link to YARN's cache
-    links = loads(env.get(protocol.FILES_LINKS) or "{}")
+    links = protocol.decode_links(env.get(protocol.FILES_LINKS))
     for dest, name in links.items():
         src, target = os.path.join(workdir, name), os.path.join(workdir, dest)
         if os.path.lexists(src) and not os.path.lexists(target):

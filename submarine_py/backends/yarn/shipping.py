@@ -12,7 +12,6 @@ internal name and linked at their destination by the executor.
 """
 from __future__ import annotations
 
-import json
 import os
 import tarfile
 from typing import Dict, Mapping
@@ -43,7 +42,7 @@ def executor_env(files: Mapping[str, str]) -> Dict[str, str]:
         env[protocol.FILES_ARCHIVE] = FILES_ARCHIVE
     links = url_sources(files)
     if links:
-        env[protocol.FILES_LINKS] = json.dumps(links, sort_keys=True)
+        env[protocol.FILES_LINKS] = protocol.encode_links(links)
     return env
 
 
