@@ -9,9 +9,11 @@ reused with the time each took:
 
 1. first: after deleting ``/user/<you>/.subm/environments`` (pack, upload, YARN's first
    localization; a node's cache survives unless the rig is new, so run it on a fresh rig);
-2. second and third: everything reused;
-3. ``--preinstalled CONF_DIR``: the same job on a rig whose nodes see this environment at its
-   path (a plain rig), with ``SUBM_SHIP_ENVIRONMENT=no``: the reference the goal compares with.
+2. the next ``--runs`` - 1: everything reused (a node that has not run the job yet still
+   localizes the environment once: the AM and the tasks may land on another node);
+3. ``--preinstalled CONF_DIR``: as many runs of the same job on a rig whose nodes see this
+   environment at its path (a plain rig, or the same one), with ``SUBM_SHIP_ENVIRONMENT=no``:
+   the reference the goal compares with.
 
     source DIR/env.sh && python bench/environment_travel.py --job examples/pytorch-ddp/job.yaml \\
         --set epochs=1 [--preinstalled /tmp/plain-rig/conf]
@@ -58,6 +60,7 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], dest="sets")
     p.add_argument("--preinstalled", help="HADOOP_CONF_DIR of a rig whose nodes see this environment")
     p.add_argument("--keep", action="store_true", help="do not delete the uploaded parts first")
+    p.add_argument("--runs", type=int, default=3, help="jobs with the environment travelling (first included)")
     args = p.parse_args()
     env = dict(os.environ)
     env.pop("SUBM_SHIP_ENVIRONMENT", None)
@@ -67,12 +70,12 @@ def main() -> None:
         subprocess.run(["hdfs", "dfs", "-rm", "-r", "-f", "-skipTrash", f"/user/{yarn_user()}/.subm/environments"],
                        env=env, capture_output=True, timeout=300)
     print(f"environment: {sys.prefix} ({sys.version.split()[0]}); job {args.job} {' '.join(args.sets)}")
-    for name in ("first", "second", "third"):
-        show(name, *run(args.job, args.sets, env))
+    for n in range(args.runs):
+        show("first" if n == 0 else f"again {n}", *run(args.job, args.sets, env))
     if args.preinstalled:
         plain = dict(env, HADOOP_CONF_DIR=args.preinstalled, SUBM_SHIP_ENVIRONMENT="no")
-        for name in ("preinstalled", "preinstalled"):
-            show(name, *run(args.job, args.sets, plain))
+        for n in range(args.runs):
+            show(f"preinstalled {n + 1}", *run(args.job, args.sets, plain))
 
 
 if __name__ == "__main__":
