@@ -98,14 +98,16 @@ def test_an_older_gang_waiting_goes_before_a_younger_sweep_waiting_behind_it(tmp
     the sweep. A sweep that said nothing read as a gang whose containers are arriving (skein's
     default progress, 10 %): ahead of every job, never passed; the gang waited for the sweep,
     the sweep for the older gang, until the gang's queue_seconds ran out."""
-    hog = submit(tmp_path, "hog", 6, 90, "teama")  # long enough for both AMs to come up
+    hog = submit(tmp_path, "hog", 6, 600, "teama")  # until killed, once both wait
     wait_running(hog)
     gang = submit(tmp_path, "gang-older", 6, 5, "teamb", extra="timeouts: {queue_seconds: 150}")
     assert waiting_for(gang).startswith("waiting for 6 GPUs")
     sweep = submit_sweep(tmp_path, "sweep-younger", "teama", trials=1, parallel=1, seconds=5)
     assert waiting_for(sweep).startswith("waiting for 1 GPU")
     assert status(hog)["state"] == "RUNNING"  # both wait for the hog's GPUs
-    reports = {app: wait(app) for app in (hog, gang, sweep)}
+    rc, _, err = run_json("kill", hog, env=YARN, timeout=120)  # its GPUs come free
+    assert rc == 0, err
+    reports = {app: wait(app) for app in (gang, sweep)}
     assert all(r["state"] == "SUCCEEDED" for r in reports.values()), \
         {app: r["diagnostics"] for app, r in reports.items()}
     _, gang_ended = ran(gang)
