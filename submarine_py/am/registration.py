@@ -177,7 +177,7 @@ class Registration:
         if now - job.gang_started > limit + LOCALIZING_MOST_SECONDS:
             return False
         if now < self._localizing_checked + LOCALIZING_CHECK_SECONDS:
-            return True  # asked a moment ago: the answer stands
+            return self._localized_at == self._localizing_checked  # asked a moment ago: its answer
         self._localizing_checked = now
         missing = [ts.executor for ts in job.tasks.values()
                    if ts.executor and ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
@@ -189,12 +189,3 @@ class Registration:
                        "unpack the job's environment there (once per node)", limit, "; ".join(words))
         self._localized_at = now
         return True
-        self._localizing_checked = now
-        missing = [ts.executor for ts in job.tasks.values()
-                   if ts.executor and ts.state not in (TaskState.REGISTERED, TaskState.RUNNING)]
-        words = self.containers.localizing(missing) if missing else []
-        if words and not self._was_localizing:
-            job.decide("past timeouts.gang_seconds (%s s), but %s: the gang's clock waits for YARN to "
-                       "unpack the job's environment there (once per node)", limit, "; ".join(words))
-        self._was_localizing = bool(words)
-        return self._was_localizing
