@@ -152,8 +152,8 @@ WEBHDFS = ("webhdfs://", "swebhdfs://")
 
 
 def _webhdfs(location: str) -> Tuple[Any, str]:
-    """pyarrow's view of fsspec's WebHDFS at ``location`` (user: HADOOP_USER_NAME, else the
-    login name; a Kerberized NameNode gets SPNEGO from requests-gssapi when it is installed)."""
+    """pyarrow's view of fsspec's WebHDFS at ``location``, as HADOOP_USER_NAME or the login
+    name (simple authentication: a Kerberized NameNode is not answered, docs/history.md)."""
     import getpass
     from urllib.parse import urlparse
 

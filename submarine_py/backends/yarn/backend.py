@@ -37,7 +37,7 @@ from .capacity import TAG, admit_at_submission, leaf_queue
 from .nodemanager import node_log
 from .held import task_containers_counted
 from .request import YarnRequest, build_request, require_skein
-from .rest import GPU, ResourceManager, view_refused, withheld, yarn_user
+from .rest import GPU, ResourceManager, say, view_refused, withheld, yarn_user
 from .site import hadoop_conf_dir
 from .skein_driver import client_for
 from .travel.webhdfs import ClusterFilesystem, Files
@@ -199,8 +199,7 @@ class YarnBackend(Backend):
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
             if request.travel:  # before skein checks that its files exist
-                request.travel.ensure(self._cluster_files(), lambda line: print(f"subm: {line}", file=sys.stderr,
-                                                                               flush=True))
+                request.travel.ensure(self._cluster_files(), say)
             try:
                 app_id = client.submit(request.app_spec)
             except Exception as exc:

@@ -92,7 +92,8 @@ def daemon_says(text: str, most: int = 240) -> str:
     return said if len(said) <= most else said[:most - 3] + "..."
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """A line for the user on stderr, ``subm: ...`` (stdout stays the report's)."""
     print(f"subm: {line}", file=sys.stderr, flush=True)
 
 
@@ -116,7 +117,7 @@ class ResourceManager:
     say_every = 15.0
 
     def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
-                 say: Callable[[str], None] = _say, headers: Optional[Dict[str, str]] = None):
+                 say: Callable[[str], None] = say, headers: Optional[Dict[str, str]] = None):
         self.url = (url or rm_address()).rstrip("/")
         self.timeout = timeout
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds

@@ -37,6 +37,9 @@ class Editable:
     name: str
     #: (top-level name, path on this machine: a package's folder or a module's file)
     paths: Tuple[Tuple[str, str], ...]
+    #: What pip wrote for it inside the environment (its .pth file, import hook, dist-info),
+    #: relative to the environment's prefix: left out of the environment's archive.
+    files: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,9 @@ def read(prefix: Optional[str] = None, base_prefix: Optional[str] = None) -> Ins
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     site_dirs = site_packages(prefix)
     dists = list(importlib.metadata.distributions(path=site_dirs))
-    editables = tuple(e for e in (_editable(d) for d in dists) if e is not None)
+    editables = tuple(e for e in (_editable(d, prefix) for d in dists) if e is not None)
     editable_names = {e.name for e in editables}
-    ship_base = kind == "venv" and not base_prefix.startswith(tuple(p + "/" for p in SYSTEM_PREFIXES)) \
-        and base_prefix not in SYSTEM_PREFIXES
+    ship_base = kind == "venv" and base_prefix not in SYSTEM_PREFIXES
     lines = [f"kind {kind}", f"python {sys.version}", f"machine {platform.machine()}"]
     lines += sorted(_dist_line(d) for d in dists if _name(d) not in editable_names)
     if kind == "conda":
@@ -120,7 +122,7 @@ def _base_digest(base_prefix: str, version: str) -> str:
     return _digest([base_prefix, sys.version, str(st.st_size), str(st.st_mtime_ns)])
 
 
-def _editable(dist: importlib.metadata.Distribution) -> Optional[Editable]:
+def _editable(dist: importlib.metadata.Distribution, prefix: str) -> Optional[Editable]:
     """The editable install ``dist`` is (PEP 610's direct_url.json says so), or None."""
     try:
         direct = json.loads(dist.read_text("direct_url.json") or "{}")
@@ -132,7 +134,9 @@ def _editable(dist: importlib.metadata.Distribution) -> Optional[Editable]:
     paths = [p for p in (_where(n) for n in names) if p is not None]
     if not paths:  # a .pth naming a source folder (hatchling, setup.py develop): its modules
         paths = [p for folder in _pth_folders(dist) for p in _modules_in(folder)]
-    return Editable(name=_name(dist), paths=tuple(sorted(set(paths))))
+    written = (os.path.realpath(str(f.locate())) for f in dist.files or ())
+    files = tuple(sorted(os.path.relpath(p, prefix) for p in written if p.startswith(prefix + os.sep)))
+    return Editable(name=_name(dist), paths=tuple(sorted(set(paths))), files=files)
 
 
 def _where(name: str) -> Optional[Tuple[str, str]]:

@@ -41,8 +41,9 @@ def pack_environment(installed: Installed, out: str) -> None:
 
         with _editables_tolerated():
             env = venv_pack.Env(installed.prefix)
-        for pattern in _editable_files(installed):
-            env = env.exclude(pattern)
+        for e in installed.editables:  # their .pth files and import hooks name folders of this machine
+            for path in e.files:
+                env = env.exclude(path)
         env.pack(output=out, format="tar.gz", compress_level=COMPRESS_LEVEL, force=True, verbose=False)
     except ImportError as exc:
         raise SpecError([("environment", f"packing this {installed.kind} needs {exc.name}: pip install "
@@ -68,22 +69,6 @@ def _editables_tolerated() -> Iterator[None]:
             yield
         finally:
             core.check_no_editable_packages = check
-
-
-def _editable_files(installed: Installed) -> Iterator[str]:
-    """venv-pack exclusion patterns for the files pip wrote for the editable installs (their
-    .pth files and import hooks, which name folders of this machine)."""
-    import importlib.metadata
-
-    from .installed import _name, site_packages
-
-    names = {e.name for e in installed.editables}
-    for dist in importlib.metadata.distributions(path=site_packages(installed.prefix)):
-        if _name(dist) in names:
-            for f in dist.files or ():
-                path = os.path.realpath(str(f.locate()))
-                if path.startswith(installed.prefix + os.sep):
-                    yield os.path.relpath(path, installed.prefix)
 
 
 def _skip_in_base(installed: Installed, rel: str) -> bool:
