@@ -12,7 +12,8 @@
 #   3. MIT Kerberos's clients (krb5-user: kinit, klist), where kinit is missing (root)
 #   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests skip
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
-#   1. every test but docker_yarn, sharing, preemption, secure: a plain 3-node rig (Hadoop 3.4.2)
+#   0. the tests that need no cluster (unit, local, docker), on every core: no rig
+#   1. the other tests but docker_yarn, sharing, preemption, secure: a plain 3-node rig (Hadoop 3.4.2)
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
@@ -78,13 +79,22 @@ pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrappe
   [ "$status" = 0 ] && status=$rc
 }
 
+#: The tests that need no cluster (pass 0); every other test runs in one of the YARN passes.
+NO_CLUSTER="(unit or local or docker) and not (yarn or docker_yarn or sharing or preemption or secure)"
+
 if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
   if ! rig_possible; then
     say "no Java or Maven here for the project's Hadoop rig: running the tests that need no cluster"
     set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure"
   else
-    pass "1 (plain rig, every test but docker_yarn, sharing, preemption, secure)" -- \
-      -m "not docker_yarn and not sharing and not preemption and not secure" --durations=25
+    # Pass 0 needs no cluster: its tests start real processes that keep a core busy, so they
+    # run on every core (pytest-xdist). The YARN passes run one test at a time: their tests
+    # share a cluster, stop its nodes and restart its ResourceManager.
+    workers=$(nproc 2>/dev/null || echo 2); [ "$workers" -gt 4 ] && workers=4
+    pass "0 (no cluster: unit, local, docker; $workers at a time)" WITH=none SUBM_TEST_NO_RIG=1 -- \
+      -n "$workers" -m "$NO_CLUSTER" --durations=10
+    pass "1 (plain rig, the YARN tests but docker_yarn, sharing, preemption, secure)" -- \
+      -m "not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure" --durations=25
     pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
     pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
     pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption

@@ -40,8 +40,10 @@ def skip_without_container_executor(what: str) -> None:
 
 
 def skip_without_yarn(reason: str) -> None:
-    """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure."""
-    if IN_CI:
+    """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure,
+    but in a run that has no rig by design (SUBM_TEST_NO_RIG=1: scripts/test.sh's passes 0 and
+    6, whose ``-m`` selects none of a YARN module's tests, which other passes run)."""
+    if IN_CI and not os.environ.get("SUBM_TEST_NO_RIG"):
         pytest.fail(f"CI runs every yarn test, but: {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
 
