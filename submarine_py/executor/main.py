@@ -250,7 +250,7 @@ class Executor:
             return
         import subprocess
         _sibling("processes")
-        proctree.die_with_parent(signal.SIGTERM)
+        proctree.die_with_parent(signal.SIGTERM, proctree.STARTED_BY)
         proctree.become_subreaper()
         _sibling("workdir").write_python_wrappers(self.env, self.workdir)
         self.commands_prepared = True

@@ -139,7 +139,7 @@ class TaskProcesses:
                 try:
                     popen = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env,
                                              stderr=pipe.write_fd if pipe else None,
-                                             preexec_fn=proctree.die_with_parent)
+                                             preexec_fn=proctree.dying_with_this_process())
                 except BaseException:
                     if pipe:
                         pipe.close_unused()

@@ -26,9 +26,23 @@ def prctl(option, value):
         pass
 
 
-def die_with_parent(sig=signal.SIGKILL):
-    """Ask Linux to signal this process when its parent exits (no orphans)."""
+#: The parent this process (the executor) started with.
+STARTED_BY = os.getppid()
+
+
+def die_with_parent(sig=signal.SIGKILL, parent=None):
+    """Ask Linux to signal this process when its parent exits (no orphans). A parent that is
+    gone before the asking sends nothing: given ``parent``, the pid this process's parent had,
+    a process already orphaned signals itself now."""
     prctl(PR_SET_PDEATHSIG, sig)
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def dying_with_this_process(sig=signal.SIGKILL):
+    """A ``preexec_fn``: the child dies with the process that starts it (see ``die_with_parent``)."""
+    parent = os.getpid()
+    return lambda: die_with_parent(sig, parent)
 
 
 def become_subreaper():
