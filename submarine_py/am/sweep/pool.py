@@ -9,27 +9,26 @@ sweep; and where it stands is announced to other jobs' admission as a gang's is 
 application's progress), HELD while it wants no more groups. One group is asked for at a time,
 the next once the last is granted (the cluster's free resources count it only then).
 
-Functions of the sweep's AM (:class:`~.master.SweepMaster`), its state theirs to change.
+Functions of the sweep's AM (:class:`~.records.SweepAM`: ``master.py``'s ``SweepMaster``), its
+state theirs to change.
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Dict, List
+from typing import Dict, List
 
 from ...states import GateState, JobState, Phase
 from ..allocation import ADMIT_EVERY_SECONDS
-from .records import Group, Slot, TaskKey
+from .records import Group, Slot, TaskKey, SweepAM
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .master import SweepMaster
 
 log = logging.getLogger("subm.am")
 
 
 
-def allocate(am: "SweepMaster") -> None:
+def allocate(am: SweepAM) -> None:
     """One more group of containers when fewer are up than the sweep can use now, through the
     gate (main loop); then the gate's round (:func:`check`) and its announcement."""
     try:
@@ -39,7 +38,7 @@ def allocate(am: "SweepMaster") -> None:
         am.gate.announce(am.containers)
 
 
-def _allocate(am: "SweepMaster") -> None:
+def _allocate(am: SweepAM) -> None:
     now, gate = time.monotonic(), am.gate
     with am.lock:
         if am.finishing or am.search is None:
@@ -96,7 +95,7 @@ def _allocate(am: "SweepMaster") -> None:
                   am.search.remaining())
 
 
-def check(am: "SweepMaster") -> None:
+def check(am: SweepAM) -> None:
     """The gate's round, after allocation: the group asked for granted (HELD), or not within
     the hold (it goes back: the gang's backoff), or the sweep waited longer than
     ``timeouts.queue_seconds`` with nothing up."""
@@ -132,7 +131,7 @@ def check(am: "SweepMaster") -> None:
         release(am, group, "went back: not granted within the hold")
 
 
-def release(am: "SweepMaster", group: Group, why: str) -> None:
+def release(am: SweepAM, group: Group, why: str) -> None:
     """Every container of ``group`` goes back to the cluster now (under the lock: the main loop
     kills them)."""
     if group.released:
@@ -148,7 +147,7 @@ def release(am: "SweepMaster", group: Group, why: str) -> None:
             am.to_release.append(ex_id)
 
 
-def silent(am: "SweepMaster") -> List[str]:
+def silent(am: SweepAM) -> List[str]:
     """The executors not heard from for ``timeouts.lost_after_seconds``: to be declared lost."""
     now = time.monotonic()
     with am.lock:

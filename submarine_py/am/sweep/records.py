@@ -1,12 +1,21 @@
-"""A sweep's AM's live records (``sweep/master.py``): its containers (:class:`Slot`) and the
-groups of them that run one trial at a time (:class:`Group`)."""
+"""A sweep's AM's live records (``sweep/master.py``): its containers (:class:`Slot`), the
+groups of them that run one trial at a time (:class:`Group`), and what the sweep's helpers
+(``pool.py``, ``trials.py``, ``reporting.py``) read and change of the AM (:class:`SweepAM`),
+so that they need not import the AM that calls them."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
-from ...plan import TaskPlan
+from ...jobfile.model import SweepSpec, Timeouts
+from ...plan import Plan, TaskPlan
+from ...report import Event
+from ...states import JobState, Phase
+from ..allocation import Gate
+from ..containers import Containers
+from .search import Search
 
 TaskKey = Tuple[str, int]
 
@@ -49,3 +58,43 @@ class Group:
     #: The current trial's first failure, in words ("" while none).
     failing: str = ""
     released: bool = False
+
+
+class SweepAM(Protocol):
+    """The sweep's AM as its helpers see it (``sweep/master.py``'s ``SweepMaster`` is one): its
+    state, theirs to change under ``lock``, and the few calls they make back."""
+
+    plan: Plan
+    job_id: str
+    spec: SweepSpec
+    task: TaskPlan
+    timeouts: Timeouts
+    containers: Containers
+    url: str
+    user: Optional[str]
+    shared_dir: Optional[str]
+    lock: threading.RLock
+    changed: threading.Condition
+    slots: Dict[str, Slot]
+    groups: Dict[int, Group]
+    launched: int
+    events: List[Event]
+    state: JobState
+    phase: Phase
+    diagnostics: str
+    submitted_at: float
+    started_at: float
+    finished_at: Optional[float]
+    gate: Gate
+    asking: Optional[int]
+    failed_launches: int
+    to_release: List[str]
+    search: Optional[Search]
+
+    @property
+    def finishing(self) -> bool: ...
+    def finish(self, state: JobState, diagnostics: str) -> None: ...
+    def decide(self, msg: str, *args: Any, level: int = ...) -> None: ...
+    def send(self, rec: Any, op: str, **kw: Any) -> None: ...
+    def save_study(self) -> None: ...
+    def executor_env(self, task: TaskPlan) -> Dict[str, str]: ...

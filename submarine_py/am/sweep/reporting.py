@@ -4,16 +4,14 @@ best so far (:class:`SweepReport`)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from ...report import JobReport, TaskReport, Timings
 from ...states import GateState, JobState, Phase, TaskState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .master import Slot, SweepMaster
+from .records import Slot, SweepAM
 
 
-def sweep_report(am: "SweepMaster") -> JobReport:
+
+def sweep_report(am: SweepAM) -> JobReport:
     """What the sweep's AM knows now (call under its lock)."""
     end = am.finished_at or time.time()
     queued = am.gate.queued_seconds + am.gate.waited(time.monotonic())
@@ -38,7 +36,7 @@ def sweep_report(am: "SweepMaster") -> JobReport:
         sweep=am.search.report_of() if am.search is not None else None)
 
 
-def slot_state(am: "SweepMaster", s: "Slot") -> TaskState:
+def slot_state(am: SweepAM, s: Slot) -> TaskState:
     """A container's state as a task's: running a trial, given back (done), or gone."""
     if s.trial is not None:
         return TaskState.RUNNING

@@ -2,23 +2,21 @@
 intermediate values and early stopping, its tasks' ends and its verdict, a container gone
 mid-trial, and the sweep's verdict.
 
-Functions of the sweep's AM (:class:`~.master.SweepMaster`), called under its lock, its
-state theirs to change.
+Functions of the sweep's AM (:class:`~.records.SweepAM`: ``master.py``'s ``SweepMaster``), called
+under its lock, its state theirs to change.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ...states import Cause, JobState, Phase, TrialState
 from ..diagnostics import quote_stderr
 from .search import trial_env, value_of
-from .records import Group, Slot
+from .records import Group, Slot, SweepAM
 from . import pool
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .master import SweepMaster
 
 log = logging.getLogger("subm.am")
 
@@ -26,7 +24,7 @@ log = logging.getLogger("subm.am")
 MAX_FAILED_LAUNCHES = 3
 
 
-def next_trial(am: "SweepMaster", group: Group) -> None:
+def next_trial(am: SweepAM, group: Group) -> None:
     """Give ``group`` the next trial once all its containers registered, or give it back if
     there is none (under the lock)."""
     slots = [am.slots[x] for x in group.members.values()]
@@ -59,7 +57,7 @@ def next_trial(am: "SweepMaster", group: Group) -> None:
     am.save_study()
 
 
-def record_intermediate(am: "SweepMaster", group: Group, number: int, lines: List[str], may_stop: bool = True) -> None:
+def record_intermediate(am: SweepAM, group: Group, number: int, lines: List[str], may_stop: bool = True) -> None:
     """Record a running trial's values: the last one is its result so far, whether or not it
     came with a step (a result printed without one may be read here, before the trial ends:
     issue 31); stop it early where the rule says so for one with a step (``may_stop``: not for
@@ -78,14 +76,14 @@ def record_intermediate(am: "SweepMaster", group: Group, number: int, lines: Lis
         am.search.trials[number] = replace(am.search.trials[number], value=last)
 
 
-def stop_running(am: "SweepMaster", group: Group, number: int, untracked_only: bool = False) -> None:
+def stop_running(am: SweepAM, group: Group, number: int, untracked_only: bool = False) -> None:
     for ex_id in group.members.values():
         slot = am.slots[ex_id]
         if slot.trial == number and (not untracked_only or not slot.plan.tracked):
             am.send(slot, "stop", attempt=number)
 
 
-def task_ended(am: "SweepMaster", slot: Slot, number: int, body: Dict[str, Any]) -> None:
+def task_ended(am: SweepAM, slot: Slot, number: int, body: Dict[str, Any]) -> None:
     """A task of the running trial ``number`` ended (its executor's ``/v1/exit``, under the lock):
     its last metric lines, its failure stopping the rest of its gang; once all of them have
     ended, the trial's verdict and the group's next trial."""
@@ -114,7 +112,7 @@ def task_ended(am: "SweepMaster", slot: Slot, number: int, body: Dict[str, Any])
     trial_ended(am, group, number, slot.id)
 
 
-def trial_ended(am: "SweepMaster", group: Group, number: int, where: str) -> None:
+def trial_ended(am: SweepAM, group: Group, number: int, where: str) -> None:
     """Every task of the group's trial has ended: its verdict, then the next trial."""
     record = am.search.trials[number]
     group.trial = None
@@ -138,7 +136,7 @@ def trial_ended(am: "SweepMaster", group: Group, number: int, where: str) -> Non
         next_trial(am, group)
 
 
-def check_done(am: "SweepMaster") -> bool:
+def check_done(am: SweepAM) -> bool:
     """The verdict once too many trials failed, or every trial has ended (under the lock)."""
     search = am.search
     if am.finishing or search is None:
@@ -164,7 +162,7 @@ def check_done(am: "SweepMaster") -> bool:
     return True
 
 
-def container_ended(am: "SweepMaster", ex_id: str, code: Optional[int], diagnostics: str,
+def container_ended(am: SweepAM, ex_id: str, code: Optional[int], diagnostics: str,
                     cause: Optional[Cause]) -> None:
     """A trial container is gone (its end polled, or its executor silent): its group is
     given back whole (a new one is asked for), its trial, if any, failed."""
