@@ -2,30 +2,7 @@
 from __future__ import annotations
 
 import os
-import signal
-from typing import Callable, Optional
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` asking Linux to signal the child when its parent thread ends.
-
-    A parent that dies between the fork and the ``prctl`` sends nothing: the child, already
-    orphaned, then signals itself (its parent is no longer the one that forked it)."""
-    parent = os.getpid()
-
-    def _set() -> None:
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        except Exception:
-            return
-        if os.getppid() != parent:
-            os.kill(os.getpid(), sig)
-
-    return _set
+from typing import Optional
 
 
 def signal_group(pid: int, sig: int) -> bool:

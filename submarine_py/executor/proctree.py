@@ -30,17 +30,18 @@ def prctl(option, value):
 STARTED_BY = os.getppid()
 
 
-def die_with_parent(sig=signal.SIGKILL, parent=None):
+def die_with_parent(sig, parent):
     """Ask Linux to signal this process when its parent exits (no orphans). A parent that is
-    gone before the asking sends nothing: given ``parent``, the pid this process's parent had,
+    gone before the asking sends nothing: ``parent`` is the pid this process's parent had, and
     a process already orphaned signals itself now."""
     prctl(PR_SET_PDEATHSIG, sig)
-    if parent is not None and os.getppid() != parent:
+    if os.getppid() != parent:
         os.kill(os.getpid(), sig)
 
 
 def dying_with_this_process(sig=signal.SIGKILL):
-    """A ``preexec_fn``: the child dies with the process that starts it (see ``die_with_parent``)."""
+    """A ``preexec_fn``: the child dies with the process that starts it (see ``die_with_parent``);
+    the executor's task and the local backend's AM and executors are started with one."""
     parent = os.getpid()
     return lambda: die_with_parent(sig, parent)
 

@@ -31,12 +31,13 @@ import requests
 from ... import extras
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...executor import protocol
+from ...executor.proctree import dying_with_this_process
 from ...gpus import describe_local_gpus, local_gpu_ids
 from ...home import subm_home
 from ...jobfile.files import source_problems
 from ...jobfile.model import JobSpec
 from ...plan import Plan
-from ...procs import die_with_parent, pid_alive
+from ...procs import pid_alive
 from ...report import JobReport, replace
 from ...states import JobState, Phase
 from ..base import KILLED_BY_USER, Backend, Problem
@@ -156,7 +157,7 @@ class LocalBackend(Backend):
             proc = subprocess.Popen(
                 list(request.am_argv),
                 cwd=job_dir, env=env, stdin=subprocess.DEVNULL, stdout=am_log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=None if detach else die_with_parent(signal.SIGTERM),
+                start_new_session=True, preexec_fn=None if detach else dying_with_this_process(signal.SIGTERM),
             )
         with open(os.path.join(job_dir, "am.pid"), "w") as f:
             f.write(str(proc.pid))

@@ -12,8 +12,9 @@ from typing import Dict, List, Optional, Sequence, Set
 from ... import interpreters
 from ...plan import TaskPlan
 from ...gpus import local_gpu_ids
-from ...procs import die_with_parent, signal_group
+from ...procs import signal_group
 from ...executor import main as executor_module, protocol
+from ...executor.proctree import dying_with_this_process
 from ...admission import Verdict
 from ...am.containers import Containers, Ended
 from ...refusals import refusal
@@ -129,7 +130,7 @@ class LocalContainers(Containers):
                 proc_env["PATH"] = self._python_path(proc_env.get("PATH", ""))
                 proc_env.update(full_env)
             proc = subprocess.Popen(argv, cwd=wd, env=proc_env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+                                    stderr=err, start_new_session=True, preexec_fn=dying_with_this_process(signal.SIGTERM))
         finally:
             out.close()
             err.close()
