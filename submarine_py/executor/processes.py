@@ -182,6 +182,8 @@ class TaskProcesses:
         below the executor (what they started, orphans included: see ``proctree.py``)."""
         targets = set(self.proctree.descendants())
         targets.update(p.popen.pid for p in self.processes if p.code is None)
+        if sig == signal.SIGKILL:  # none may fork between the scan and the kill
+            targets = self.proctree.freeze(sorted(targets))
         for pid in targets:
             try:
                 os.kill(pid, sig)

@@ -105,18 +105,42 @@ def kill_escaped():
             pass
 
 
-def signal_tree(pid, sig):
-    """Signal the task's command and everything it started.
+def freeze(pids, rounds=100):
+    """SIGSTOP ``pids`` and every process below this one, until a scan finds no new process;
+    returns them all. A process that forks between a scan and its SIGKILL would leave a child
+    no scan saw (an orphan holding the task's pipes); a stopped process forks no more."""
+    seen = []
+    for _ in range(rounds):
+        new = [p for p in pids if p not in seen]
+        if not new:
+            break
+        for p in new:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+        # kill() returns before the signal lands: one in the middle of fork() finishes it first.
+        _until_stopped(new)
+        seen += new
+        pids = descendants()
+    return seen
 
-    The command stays in the executor's process group (so YARN's kill of the
-    container's group reaches it); the executor walks its descendants instead.
-    """
-    pids = descendants()
-    if pid is not None and pid not in pids:
-        pids.insert(0, pid)
+
+def _until_stopped(pids, most=1.0):
+    """Wait (at most ``most`` s) until each of ``pids`` is stopped or gone."""
+    import time
+
+    deadline = time.monotonic() + most
     for p in pids:
-        try:
-            os.kill(p, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        while _state(p) not in "TtZX" and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def _state(pid):
+    """A process's state letter (/proc), "X" for one that is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
 
