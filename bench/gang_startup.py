@@ -99,6 +99,7 @@ def write_job(directory: Path, name: str, n: int, command: str, restart: str = "
         name: {name}
         tags: [subm-bench]
         {restart}
+        environment: {{python: {sys.executable}}}
         roles:
           worker:
             instances: {n}

@@ -231,6 +231,9 @@ def test_a_lost_container_is_replaced_and_the_gang_restarts(apps):
     rc, am_log, err = subm("logs", report["app_id"], env=YARN)
     assert "worker:0 is gone: its container ended" in am_log, am_log[-2000:]
     assert "restarting the gang: attempt 2" in am_log
+    # The dead executor's connection closed at once; its NodeManager was asked then, not after
+    # YARN's report, which comes with skein's next heartbeat to the RM (up to 5 s later).
+    assert "dropped its connection and its NodeManager says container" in am_log, am_log[-2000:]
 
 
 def test_a_job_failing_after_max_restarts_says_which_task_failed_how_and_where_its_log_is(apps):

@@ -71,7 +71,7 @@ class StubAM:
         self.calls = []
 
     def __getattr__(self, name):
-        if not name.startswith(("on_", "heard_from", "next_instructions", "kill")):
+        if not name.startswith(("on_", "heard_from", "next_instructions", "kill", "connection_dropped")):
             raise AttributeError(name)
 
         def call(*args, **kw):

@@ -98,6 +98,13 @@ class Containers(ABC):
     def kill(self, executor: str) -> None:
         """Stop an executor (and its task) now."""
 
+    def suspect(self, executor: str) -> None:
+        """An executor's connection to the AM dropped under a poll: its process may have died.
+        Look at its container now rather than at the next report of the cluster (YARN's comes
+        with the AM's next heartbeat to the RM, seconds later); :meth:`poll` says if it ended.
+        Nothing to do where the backend sees its processes end at once (local). Called from the
+        main loop only."""
+
     def lost(self, executor: str) -> None:
         """An executor went silent (its node may be dead): release its container now, and keep
         replacements off the machine it ran on while that machine does not answer."""

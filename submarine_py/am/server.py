@@ -2,15 +2,23 @@
 
 Executor calls carry the job's token (``Authorization: Bearer``); the status
 page and ``/v1/status`` are read-only and open, as YARN's own UI is.
+
+An executor spends its life in a long poll (``/v1/next``) on a connection it keeps open. When
+its process dies the kernel closes that connection at once: :class:`_DropWatch` tells the AM
+(``AM.connection_dropped``), which has the containers look at that executor's container without
+waiting for the cluster's word (on YARN, seconds later).
 """
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
+import selectors
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 from urllib.parse import parse_qs, urlparse
 
 from ..executor import protocol
@@ -26,6 +34,7 @@ def serve(am: AM, host: str = "0.0.0.0", port: int = 0) -> Tuple[ThreadingHTTPSe
 
     class Handler(_Handler):
         master = am
+        drops = _DropWatch(am.connection_dropped)
 
     server = _Server((host, port), Handler)
     server.daemon_threads = True
@@ -39,8 +48,70 @@ class _Server(ThreadingHTTPServer):
         log.debug("connection from %s ended early", client_address, exc_info=True)
 
 
+class _DropWatch:
+    """One thread that watches the connections of the long polls in progress and names the
+    executor whose connection its peer closed (nothing else arrives on a connection while its
+    poll waits: readable means closed, or data that is not ours to read, then it stops looking)."""
+
+    def __init__(self, dropped: Callable[[str], None]):
+        self.dropped = dropped
+        self.selector = selectors.DefaultSelector()
+        self.lock = threading.Lock()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, None)
+        threading.Thread(target=self._run, name="am-dropwatch", daemon=True).start()
+
+    @contextlib.contextmanager
+    def watching(self, conn: socket.socket, executor: str) -> Iterator[None]:
+        with self.lock:
+            try:
+                self.selector.register(conn, selectors.EVENT_READ, executor)
+                watched = True
+            except (KeyError, ValueError, OSError):
+                watched = False
+        if watched:
+            self.wake_w.send(b".")  # a selector other than epoll picks up new sockets only then
+        try:
+            yield
+        finally:
+            if watched:
+                self._forget(conn)
+
+    def _forget(self, conn: socket.socket) -> bool:
+        with self.lock:
+            try:
+                self.selector.unregister(conn)
+                return True
+            except (KeyError, ValueError, OSError):  # forgotten already, or closed
+                return False
+
+    def _run(self) -> None:
+        while True:
+            for key, _ in self.selector.select():
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        self.wake_r.recv(4096)
+                    continue
+                try:
+                    closed = not key.fileobj.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except OSError:  # reset by the peer, or closed here meanwhile
+                    closed = True
+                # Only a poll still waiting counts (else the handler has moved on with it).
+                if self._forget(key.fileobj) and closed:
+                    try:
+                        self.dropped(key.data)
+                    except Exception:  # the AM's business; the watch goes on
+                        log.exception("telling the AM that %s's connection dropped", key.data)
+
+
 class _Handler(BaseHTTPRequestHandler):
     master: AM
+    drops: _DropWatch
+    #: The executor whose polls this connection carries, once one came.
+    executor: Optional[str] = None
     #: Executors keep their connections open between calls (their polls are heartbeats).
     protocol_version = "HTTP/1.1"
     #: A reply is written as headers, then body: without TCP_NODELAY the body can wait for the
@@ -49,6 +120,13 @@ class _Handler(BaseHTTPRequestHandler):
     #: A kept connection idle this long is closed (its thread ends): an executor on a machine
     #: that died never closes its own. Executors reconnect transparently when they call again.
     timeout = 120
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        # A kept connection its executor closed between two polls (an idle timeout leaves the
+        # last request line in place).
+        if self.executor and not getattr(self, "raw_requestline", b"x"):
+            self.master.connection_dropped(self.executor)
 
     def log_message(self, fmt: str, *args: Any) -> None:  # keep the AM log for decisions
         log.debug("%s " + fmt, self.address_string(), *args)
@@ -96,7 +174,9 @@ class _Handler(BaseHTTPRequestHandler):
             except (KeyError, ValueError) as exc:
                 return self._reply(400, {"error": f"bad request: {exc}"})
             self.master.heard_from(executor, *_quiet(q))
-            items = self.master.next_instructions(executor, after, wait=wait)
+            self.executor = executor
+            with self.drops.watching(self.connection, executor):
+                items = self.master.next_instructions(executor, after, wait=wait)
             return self._reply(200, {"instructions": items})
         if path in ("/", "/status", "/index.html") or path.endswith("/status"):
             html = render("status.html.j2", report=self.master.report())

@@ -61,6 +61,7 @@ class AM(Protocol):
     def on_metric(self, body: Dict[str, Any]) -> None: ...
     def on_gpu(self, body: Dict[str, Any]) -> None: ...
     def on_goodbye(self, body: Dict[str, Any]) -> None: ...
+    def connection_dropped(self, executor: str) -> None: ...
 
 
 def heartbeat_seconds(lost_after_seconds: float) -> float:
@@ -102,6 +103,8 @@ class Shell(abc.ABC):
             self.user = None
         self.timeouts = plan.job.timeouts
         self.heartbeat = heartbeat_seconds(self.timeouts.lost_after_seconds)
+        #: Executors whose connection dropped under a poll (``server.py``), for the main loop.
+        self.dropped: set = set()
 
     def executor_env(self, task: TaskPlan) -> Dict[str, str]:
         """What the containers must put in the environment of an executor the AM starts."""
@@ -201,6 +204,7 @@ class Shell(abc.ABC):
             if self.snapshots and time.monotonic() >= next_snapshot:
                 self.write_report()
                 next_snapshot = time.monotonic() + SNAPSHOT_SECONDS
+            self.look_at_dropped()
             self.round()
             with self.lock:
                 if deadline and time.monotonic() > deadline and not self.finishing:
@@ -222,6 +226,23 @@ class Shell(abc.ABC):
                 with self.lock:
                     self.stopped_unheard(ex_id)
             time.sleep(0.05)
+
+    def connection_dropped(self, executor: str) -> None:
+        """An executor's connection closed under its poll (an HTTP thread says): its process
+        may have died; the next round looks at its container."""
+        with self.lock:
+            self.dropped.add(executor)
+
+    def look_at_dropped(self) -> None:
+        """Have the containers look at once at those of registered executors whose connection
+        dropped (:meth:`Containers.suspect`): a dead one is replaced without waiting for the
+        cluster's word."""
+        with self.lock:
+            dropped, self.dropped = self.dropped, set()
+            # After the verdict every executor leaves, closing its connection: nothing to look at.
+            live = {ex_id for ex_id, registered in self.live() if registered} if dropped and not self.finishing else set()
+        for ex_id in sorted(dropped & live):
+            self.containers.suspect(ex_id)
 
     def forgive_stall(self, gap: float) -> None:
         """The AM itself was not running (suspended, starved of CPU, a long GC) for ``gap``

@@ -27,6 +27,7 @@ from ...admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
 from ...states import GateState, JobState, Placement
 from .capacity import PROGRESS, Capacity, room_words
+from .dropped import Dropped
 from .exits import container_end, refused_at_node
 from .held import LAUNCH_PAUSE_ENV, held_containers
 from .nodemanager import nm_container
@@ -89,6 +90,8 @@ class YarnContainers(Containers):
         #: declare its tasks, which skein's AM asked for as it started): the first gang to start
         #: takes those containers instead of adding new ones. (role, index) -> skein's id.
         self.gang_asked = gang_asked
+        #: Executors whose connection to the AM dropped: asked of their NodeManagers (dropped.py).
+        self.dropped = Dropped(self._where, lambda ex: ex in self.reported or ex in self.killed, time.monotonic)
         self.asked_with_job: Dict[Tuple[str, int], str] = {}
         self.paused = False
 
@@ -270,12 +273,19 @@ class YarnContainers(Containers):
         self.pending.add(c.id)
         return c.id
 
+    def suspect(self, executor: str) -> None:
+        self.dropped.add(executor)
+
+    def _where(self, executor: str) -> Tuple[Any, Optional[str], Optional[str]]:
+        return (self.containers.get(executor), *self._address(executor))
+
     def poll(self) -> List[Ended]:
+        ended = self.dropped.ended()
+        self.reported.update(e.executor for e in ended)
         now = time.monotonic()
         if now < self.next_poll:
-            return []
+            return ended
         self.next_poll = now + POLL_SECONDS
-        ended = []
         for c in self._refresh(ended_only=not self.avoided):
             state = str(c.state)
             if state == "RUNNING" and c.id not in self.placed:
