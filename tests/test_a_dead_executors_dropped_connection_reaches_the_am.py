@@ -5,6 +5,7 @@ A poll that ends normally, or a connection that stays open, tells nothing."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -72,6 +73,17 @@ def test_a_kept_connection_closed_between_two_polls_tells_the_am_too(am):
     conn.close()
     assert am.told.wait(5)
     assert am.dropped == ["worker_1"]
+
+
+def test_a_connection_reset_between_two_polls_tells_the_am_too(am):
+    # A process that dies with bytes of the AM's reply unread resets its connection (RST).
+    conn = poll(am.port, "worker_4", wait=0)
+    am.release.set()
+    time.sleep(0.2)  # the reply is there, unread
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+    assert am.told.wait(5)
+    assert am.dropped == ["worker_4"]
 
 
 def test_a_poll_that_ends_normally_or_waits_on_tells_nothing(am):

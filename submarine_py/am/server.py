@@ -122,7 +122,11 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120
 
     def handle_one_request(self) -> None:
-        super().handle_one_request()
+        try:
+            super().handle_one_request()
+        except ConnectionError:  # reset: its peer died with bytes of ours unread
+            self.close_connection = True
+            self.raw_requestline = b""
         # A kept connection its executor closed between two polls (an idle timeout leaves the
         # last request line in place).
         if self.executor and not getattr(self, "raw_requestline", b"x"):
