@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
+from ....errors import BackendError
 from .installed import Installed, read
 from .webhdfs import ClusterFilesystem, Files
 
@@ -106,11 +107,13 @@ class Travel:
         uploaded, with the time each took."""
         from . import packing
 
+        uploaded = False
         for part in self.parts:
             path = part.uri[len(files.where.uri):]
             if files.exists(path):
                 say(f"{part.what}: reusing {part.uri}")
                 continue
+            uploaded = True
             if part.what != "code":  # gigabytes take minutes: say what it waits for
                 say(f"{part.what}: {files.where.uri}{path} is not there yet: packing {self._source(part)} "
                     "(once: later jobs reuse it)")
@@ -130,6 +133,23 @@ class Travel:
                 files.put(local, path)
                 say(f"{part.what}: packed {self._source(part)} ({size / 1e6:.1f} MB) in {packed:.1f} s, "
                     f"uploaded to {part.uri} in {time.monotonic() - began:.1f} s")
+        if uploaded:  # something changed: what an earlier one left may be stale now
+            self.prune(files, say)
+
+    def prune(self, files: Files, say: Callable[[str], None]) -> None:
+        """Remove from the folder of the parts what nothing uses any more (``pruning.py``)."""
+        from .pruning import stale
+
+        if not self.parts:
+            return
+        folder = self.parts[0].uri[len(files.where.uri):].rsplit("/", 1)[0]
+        keep = {p.uri[len(files.where.uri):] for p in self.parts}
+        try:
+            for s in stale(files.listing(folder), keep, int(time.time() * 1000)):
+                files.remove(s.path)
+                say(f"removed {files.uri(s.path)} ({s.size / 1e6:.1f} MB): {s.why}")
+        except BackendError as exc:  # the job goes on: pruning is housekeeping
+            say(f"could not prune {files.uri(folder)}: {exc}")
 
     def _source(self, part: Part) -> str:
         if part.what == "interpreter":

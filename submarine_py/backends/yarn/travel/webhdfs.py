@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ....errors import BackendError, SpecError
@@ -92,6 +92,16 @@ class Files:
                     fs.rm(part)
             except Exception:
                 pass
+
+    def listing(self, folder: str) -> List[Dict[str, Any]]:
+        """The files of ``folder`` as WebHDFS lists them (``[]`` when there is no such folder)."""
+        try:
+            return list(self._call("list", folder, lambda: self._filesystem().ls(folder, detail=True)))
+        except FileNotFoundError:
+            return []
+
+    def remove(self, path: str) -> None:
+        self._call("remove", path, lambda: self._filesystem().rm(path))
 
     def uri(self, path: str) -> str:
         return f"{self.where.uri}{path}"
