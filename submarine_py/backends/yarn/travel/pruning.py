@@ -5,7 +5,8 @@ archive under ``/user/<user>/.subm/environments``; the old ones, gigabytes each,
 forever. An upload killed half-way (SIGKILL, a machine that died: ``Files.put`` removes its own
 otherwise) leaves its ``.part-*`` file. Pruning runs after an upload, from one listing:
 
-* a ``.part-*`` file not written to for a day (a live upload writes all the time);
+* a ``.part-*`` file created a day ago or more (HDFS stamps a file when it is created and when
+  it is closed; no upload takes a day);
 * an archive the job being submitted does not use, that no node has localized, and nothing
   written, for ``UNUSED_DAYS``: YARN reads the archive on each node that localizes it, which
   moves its access time (HDFS keeps access times to the hour by default,
