@@ -20,7 +20,7 @@ import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...am.containers import Ended
-from .exits import NM_EXITED, container_end
+from .exits import KILLED_BY_AM, NM_EXITED, container_end, nm_failure
 from .nodemanager import nm_container
 
 log = logging.getLogger("subm.am.yarn")
@@ -30,8 +30,6 @@ log = logging.getLogger("subm.am.yarn")
 ASK_FOR_SECONDS = 2.0
 #: How often, meanwhile (the NodeManager notices its container's exit within milliseconds).
 ASK_EVERY_SECONDS = 0.1
-#: Exit statuses of containers the AM itself stopped (``ContainerExitStatus.KILLED_BY_APPMASTER``).
-KILLED_BY_AM = -105
 
 
 class Dropped:
@@ -79,10 +77,10 @@ class Dropped:
         info = nm_container(node_http, container, timeout=1.0)
         if not info:
             return True, None
-        code = info.get("exitCode")
         if info.get("state") not in NM_EXITED:
             return False, None
-        if code in (None, 0, -1000, KILLED_BY_AM):
+        code = nm_failure(info)
+        if code is None or code == KILLED_BY_AM:
             return True, None
         record = c if c is not None and getattr(c, "yarn_container_id", None) == container else _record(
             executor, container, node_http, c)

@@ -17,6 +17,10 @@ from .nodemanager import nm_container, node_log
 MAX_DIAGNOSTICS = 2000
 #: NodeManager states of a container whose launch has ended (YARN's NM-side ContainerState).
 NM_EXITED = ("EXITED_WITH_FAILURE", "DONE")
+#: ``ContainerExitStatus.INVALID``: no exit status recorded (yet).
+NO_EXIT_STATUS = -1000
+#: ``ContainerExitStatus.KILLED_BY_APPMASTER``: a container the AM itself stopped.
+KILLED_BY_AM = -105
 #: YARN's exit statuses (``ContainerExitStatus``) of a container that the cluster ended itself:
 #: no failure of the program, so its restart spends ``restart.max_cluster_restarts``.
 #: Not among them: -103/-104 (over its memory: the program, or what it asked for), -105 (killed
@@ -49,7 +53,7 @@ def container_end(c: Any, state: str, info: Optional[Dict[str, Any]] = None) -> 
     message = (c.exit_message or "").strip()
     if not reason or (message and message not in reason and not message.startswith("Container failed during")):
         reason = "; ".join(x for x in (message, reason) if x)
-    code = int(code) if code not in (None, -1000) else None
+    code = int(code) if code not in (None, NO_EXIT_STATUS) else None
     cause = cluster_cause(code, f"{message} {reason}")  # YARN's words only, not the log's
     if state == "FAILED" and cause is None and c.yarn_node_http_address and c.yarn_container_id:
         # skein sends the script's output to <service>.log, not the stderr YARN quotes (not
@@ -74,11 +78,19 @@ def refused_at_node(c: Any) -> Optional[Ended]:
     """A container (skein's RUNNING) whose launch its NodeManager says the node refused, before
     YARN reports it ended; None when its NodeManager knows of no such end."""
     info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=1.0)
-    code = info.get("exitCode")
-    if info.get("state") not in NM_EXITED or code in (None, 0, -1000):
+    if nm_failure(info) is None:
         return None
     ended = container_end(c, "FAILED", info)
     return ended if ended.refusal else None
+
+
+def nm_failure(info: Dict[str, Any]) -> Optional[int]:
+    """The exit status of a container its NodeManager's record (``nm_container``) says ended in
+    failure; None while it runs, or when it ended with 0 or no status."""
+    code = info.get("exitCode")
+    if info.get("state") not in NM_EXITED or code in (None, 0, NO_EXIT_STATUS):
+        return None
+    return int(code)
 
 
 def cluster_cause(code: Optional[int], diagnostics: str) -> Optional[Cause]:

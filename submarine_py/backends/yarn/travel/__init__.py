@@ -109,7 +109,7 @@ class Travel:
 
         uploaded = False
         for part in self.parts:
-            path = part.uri[len(files.where.uri):]
+            path = files.path(part.uri)
             if files.exists(path):
                 say(f"{part.what}: reusing {part.uri}")
                 continue
@@ -142,8 +142,8 @@ class Travel:
 
         if not self.parts:
             return
-        folder = self.parts[0].uri[len(files.where.uri):].rsplit("/", 1)[0]
-        keep = {p.uri[len(files.where.uri):] for p in self.parts}
+        folder = files.path(self.parts[0].uri).rsplit("/", 1)[0]
+        keep = {files.path(p.uri) for p in self.parts}
         try:
             for s in stale(files.listing(folder), keep, int(time.time() * 1000)):
                 files.remove(s.path)

@@ -105,3 +105,7 @@ class Files:
 
     def uri(self, path: str) -> str:
         return f"{self.where.uri}{path}"
+
+    def path(self, uri: str) -> str:
+        """The path of ``uri`` (one of :meth:`uri`'s) on the cluster's filesystem."""
+        return uri[len(self.where.uri):]
