@@ -56,6 +56,9 @@ class _DropWatch:
     def __init__(self, dropped: Callable[[str], None]):
         self.dropped = dropped
         self.selector = selectors.DefaultSelector()
+        #: epoll watches a socket from its registration on; select() and poll() only from their
+        #: next call, so the thread must be woken for each new poll (not on Linux).
+        self.wake = not isinstance(self.selector, getattr(selectors, "EpollSelector", ()))
         self.lock = threading.Lock()
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -70,8 +73,8 @@ class _DropWatch:
                 watched = True
             except (KeyError, ValueError, OSError):
                 watched = False
-        if watched:
-            self.wake_w.send(b".")  # a selector other than epoll picks up new sockets only then
+        if watched and self.wake:
+            self.wake_w.send(b".")
         try:
             yield
         finally:

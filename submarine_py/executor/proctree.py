@@ -63,8 +63,7 @@ def descendants():
         if not entry.isdigit():
             continue
         try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = _stat(entry)
             state, ppid = fields[0], int(fields[1])
         except (OSError, ValueError, IndexError):
             continue
@@ -139,8 +138,13 @@ def _until_stopped(pids, most=1.0):
 def _state(pid):
     """A process's state letter (/proc), "X" for one that is gone."""
     try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
+        return _stat(pid)[0]
     except (OSError, IndexError):
         return "X"
+
+
+def _stat(pid):
+    """The fields of /proc/PID/stat after the command's name (state, ppid, ...)."""
+    with open("/proc/%s/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
 
