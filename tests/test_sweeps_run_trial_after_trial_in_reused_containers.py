@@ -261,4 +261,4 @@ def test_a_pytorch_gang_of_two_trains_each_trial_with_ddp(tmp_path):
     code, report, err = run_sweep(job)
     assert code == 0 and report["state"] == "SUCCEEDED", err
     assert report["best"]["params"] == {"lr": 0.1}
-    assert all(t["state"] == "SUCCEEDED" for t in report["trials"])
+    assert [t["state"] for t in report["trials"]] == ["SUCCEEDED"] * 2, report["trials"]
