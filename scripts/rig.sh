@@ -117,6 +117,9 @@ fi
 export RIG_HOST RIG_NODE_BASE=${RIG_NODE_BASE:-40}
 say "starting Hadoop $RIG_HADOOP_VERSION in $dir: NameNode and RM on $RIG_HOST, $RIG_NODES node(s) from 127.0.0.$((RIG_NODE_BASE + 1))${RIG_ISOLATED:+, isolated}${RIG_KERBEROS:+, Kerberos}"
 
+# Each `up` formats a new HDFS: what a rig left in DIR before (its DataNodes' blocks, whose
+# cluster id no longer matches, the RM's saved applications, the nodes' caches) goes first.
+rm -rf "$dir"/rm-state "$dir"/tmp "$dir"/node*/hdfs-data "$dir"/node*/nm-local
 mkdir -p "$dir"/{logs,pids,tmp}
 for i in $(seq "$RIG_NODES"); do mkdir -p "$dir/node$i"/{nm-local,nm-logs,logs,pids,hdfs-data}; done
 head -c 32 /dev/urandom | base64 >"$dir/http-secret"
