@@ -57,8 +57,10 @@ class Gang:
     #: Containers it already holds or was granted (an admitted gang still arriving): they are
     #: subtracted first, and such a job is never passed.
     asked: bool = False
-    #: Containers the cluster still counts for a job that waits (it should hold none: its AM
-    #: gives them back, issue 32), as its gang's needs say; named in the words of those behind.
+    #: Containers the cluster still counts for a job that waits, as its gang's needs say: its AM
+    #: gives them back (issue 32), or it has asked and its word has not reached the RM yet (skein
+    #: passes an AM's progress on at its next heartbeat, seconds later). Either way they are its
+    #: own: it needs only the rest from the room. Named in the words of those behind.
     holding: Tuple[Need, ...] = ()
 
 
@@ -168,13 +170,14 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
     for g in ahead:
         if not g.asked and (-g.priority, g.submitted_at, g.job) > mine:
             break  # younger (or lower priority) than me: after me
-        placed = place(g.needs, free)
+        rest = g.needs[len(g.holding):]  # what it holds is its own already
+        placed = place(rest, free)
         same_queue = queue_free is not None and g.queue == me.queue
-        if placed is not None and (not same_queue or total(g.needs).fits_in(queue_free)):
-            for node, need in zip(placed, g.needs):
+        if placed is not None and (not same_queue or total(rest).fits_in(queue_free)):
+            for node, need in zip(placed, rest):
                 free[node] = free[node] - need
             if same_queue:
-                queue_free = queue_free - total(g.needs)
+                queue_free = queue_free - total(rest)
             first.append(g)
             continue
         if g.asked or now - g.submitted_at >= starve_seconds:

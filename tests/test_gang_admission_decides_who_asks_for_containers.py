@@ -63,6 +63,21 @@ def test_a_gang_asked_and_arriving_is_counted_before_anyone():
     assert not admit(gang("a", 4, 100), Room(nodes(2, 2, 2), others=(arriving,)), now=210).fits
 
 
+def test_an_older_gang_whose_word_that_it_asked_is_late_keeps_the_room_it_still_needs():
+    """The older gang asked as its GPUs came free and got 5 of its 6 containers, but the RM still
+    shows the progress it had while queued (skein passes an AM's progress on at its next
+    heartbeat). The one GPU left is the one it still needs: a younger one-GPU sweep does not take
+    it (it did once in CI, and the gang waited for the sweep's trial to end)."""
+    row = {"id": "application_1_0004", "state": "RUNNING", "progress": 1.0, "startedTime": 100_000,
+           "runningContainers": 6, "queue": "teamb", "applicationTags": "submarine,subm-gang:6x1024m1c1g"}
+    others = waiting_gangs([row], me="application_1_0005")
+    assert [(g.job, g.asked, len(g.holding)) for g in others] == [("application_1_0004", False, 5)]
+    sweep = gang("application_1_0005", 1, 110, "teama")
+    verdict = admit(sweep, Room(nodes(0, 1, 0), others=others), now=115)
+    assert not verdict.fits and "1 older job (application_1_0004) first" in verdict.why
+    assert admit(sweep, Room(nodes(0, 2, 0), others=others), now=115).fits  # room for both
+
+
 def test_a_younger_small_job_passes_an_older_large_one_until_it_has_waited_too_long():
     big = gang("big", 6, 100)
     small = gang("small", 1, 105)
