@@ -11,6 +11,10 @@ For N single-vcore workers (default 1, 4, 8, 15) and R repetitions, it measures
   to all N containers RUNNING (polling ``get_containers()`` every 0.1 s), and to
   all N processes started (each writes ``date +%s.%N`` to a shared directory:
   single-node clusters only, else reported as n/a);
+* the submission's share of each: the submitting call (subm: the AM report's ``submitted_at``,
+  taken as the backend starts to submit) -> the RM's record of the application
+  (``startedTime``), and each figure after that moment, per repetition (the submission's
+  noise left out);
 
 then the time from a task's failure to the gang running again (worker 0 exits 1 at
 SUBM_ATTEMPT 0 after 3 s; or it kills its executor, so its container is lost and replaced):
@@ -122,11 +126,28 @@ def run_subm(job: Path) -> dict:
 
 # -- subm ----------------------------------------------------------------------------------
 
-def subm_gang_ready(workdir: Path, n: int) -> float:
+def am_file(app_id: str, name: str) -> str:
+    """A file of the application's last AM container, from its NodeManager."""
+    am = rm(f"/ws/v1/cluster/apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
+    return requests.get(f"http://{am['nodeHttpAddress'].split('://')[-1]}/ws/v1/node/containers/"
+                        f"{am['containerId']}/logs/{name}", timeout=10).text
+
+
+def accepted_after(app_id: str, t0: float) -> float:
+    """Seconds from ``t0`` (the submitting call) to the RM's record of the application."""
+    return float(rm(f"/ws/v1/cluster/apps/{app_id}")["app"]["startedTime"]) / 1000.0 - t0
+
+
+def subm_gang_ready(workdir: Path, n: int) -> Dict[str, Optional[float]]:
+    """The gang's readiness, and the submission's share of it: the AM report's ``submitted_at``
+    (the backend's submit call) -> the RM's record of the application."""
     report = run_subm(write_job(workdir, f"bench-gang-{n}", n, "true"))
     if report["state"] != "SUCCEEDED":
         raise SystemExit(f"the subm job failed: {report.get('diagnostics')}")
-    return float(report["timings"]["gang_ready_seconds"])
+    text = am_file(report["app_id"], "subm-report.json")
+    found = re.search(r'"submitted_at":\s*([\d.]+)', text)
+    return {"ready": float(report["timings"]["gang_ready_seconds"]),
+            "accepted": accepted_after(report["app_id"], float(found.group(1))) if found else None}
 
 
 # -- plain skein ---------------------------------------------------------------------------
@@ -145,6 +166,7 @@ def skein_gang_running(client, n: int, hosts: List[str], stamp_dir: Path) -> Dic
                                           script=script, nodes=hosts, relax_locality=True)})
     app_id = client.submit(spec)
     STARTED.append(app_id)
+    accepted = accepted_after(app_id, t0)
     try:
         app = client.connect(app_id)
         while True:
@@ -161,7 +183,7 @@ def skein_gang_running(client, n: int, hosts: List[str], stamp_dir: Path) -> Dic
                 started = max(float(f.read_text()) for f in stamps) - t0
                 break
             time.sleep(0.1)
-        return {"running": running, "started": started}
+        return {"running": running, "started": started, "accepted": accepted}
     finally:
         client.kill_application(app_id)
 
@@ -287,7 +309,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="subm-bench-"))
     stamp_dir = workdir / "stamps"
     stamp_dir.mkdir()
-    subm_ready: Dict[int, List[float]] = {n: [] for n in sizes}
+    subm_ready: Dict[int, List[Dict[str, Optional[float]]]] = {n: [] for n in sizes}
     plain: Dict[int, List[Dict[str, Optional[float]]]] = {n: [] for n in sizes}
     try:
         for rep in range(args.reps):
@@ -299,9 +321,10 @@ def main() -> int:
                         subm_ready[n].append(subm_gang_ready(workdir, n))
                     else:
                         plain[n].append(skein_gang_running(client, n, hosts, stamp_dir))
-                log(f"rep {rep + 1}/{args.reps} N={n}: subm gang ready {subm_ready[n][-1]:.2f} s, "
-                    f"skein RUNNING {plain[n][-1]['running']:.2f} s, "
-                    f"processes started {fmt(plain[n][-1]['started']).strip()} s")
+                log(f"rep {rep + 1}/{args.reps} N={n}: subm gang ready {subm_ready[n][-1]['ready']:.2f} s "
+                    f"(RM had it after {fmt(subm_ready[n][-1]['accepted']).strip()} s), "
+                    f"skein RUNNING {plain[n][-1]['running']:.2f} s (RM had it after "
+                    f"{plain[n][-1]['accepted']:.2f} s), processes started {fmt(plain[n][-1]['started']).strip()} s")
         fails: Dict[bool, List[Dict[str, Optional[float]]]] = {False: [], True: []}
         for rep in range(args.reps):
             for lose in (False, True):
@@ -325,10 +348,18 @@ def main() -> int:
     print(f"# gang start-up on YARN, {datetime.date.today()}, {args.reps} reps, medians (seconds)")
     print(f"# cluster {RM}: {len(hosts)} node(s); workers {WORKER_MB} MiB, 1 vcore; AM {AM_MEMORY_MB} MiB; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(" N | subm gang ready | skein RUNNING | skein procs started | subm - skein RUNNING | ratio")
+    print(" N | subm gang ready | skein RUNNING | skein procs started | subm - skein RUNNING | ratio"
+          " | submission: subm | skein | ready after the RM had it: subm | skein RUNNING | skein procs")
     for n in sizes:
-        s, k, p = med(subm_ready[n]), med([x["running"] for x in plain[n]]), med([x["started"] for x in plain[n]])
-        print(f"{n:2d} | {fmt(s):>15} | {fmt(k):>13} | {fmt(p):>19} | {s - k:+20.2f} | {s / k:5.2f}")
+        s, k, p = med([x["ready"] for x in subm_ready[n]]), med([x["running"] for x in plain[n]]), \
+            med([x["started"] for x in plain[n]])
+        sa, ka = med([x["accepted"] for x in subm_ready[n]]), med([x["accepted"] for x in plain[n]])
+        # After the RM has the application, per repetition (the submission's noise left out).
+        sr = med([x["ready"] - x["accepted"] for x in subm_ready[n] if x["accepted"] is not None])
+        kr = med([x["running"] - x["accepted"] for x in plain[n]])
+        kp = med([x["started"] - x["accepted"] for x in plain[n] if x["started"] is not None])
+        print(f"{n:2d} | {fmt(s):>15} | {fmt(k):>13} | {fmt(p):>19} | {s - k:+20.2f} | {s / k:5.2f}"
+              f" | {fmt(sa):>17} | {fmt(ka):>5} | {fmt(sr):>32} | {fmt(kr):>13} | {fmt(kp):>11}")
     for lose, what in ((False, "task exits 1 (same containers)"), (True, "container lost (new container)")):
         f = fails[lose]
         print(f"failure -> gang running again, {args.failover_workers} workers, {what}: "

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import describe_processes, job_dirs, processes_of, run_json, start_subm, subm, wait_for, write_job
 
 from submarine_py.backends.yarn.backend import _killed_tasks_settled as _settled
-from submarine_py.backends.yarn.app_spec import TOKEN_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.app_spec import JOB_FILE, YarnOptions, build_application_spec
 from submarine_py.backends.yarn.rules import problems as yarn_rules
 from submarine_py.cli import main as cli
 from submarine_py.errors import SpecError
@@ -52,10 +52,8 @@ def problems(tmp_path: Path, rules=None, **job) -> dict:
 
 
 def app_spec(tmp_path: Path, spec: JobSpec, python: str = "/opt/py/bin/python3"):
-    token_file = tmp_path / "token"
-    token_file.write_text("the-secret-token")
     return build_application_spec(make_plan(spec), YarnOptions(
-        job_file=str(tmp_path / "job.json"), token_file=str(token_file), rm_url="http://rm:8088", python=python))
+        job_file=str(tmp_path / "job.json"), rm_url="http://rm:8088", python=python))
 
 
 # -- --set values are one scalar --------------------------------------------------------------
@@ -241,23 +239,30 @@ def test_a_hostile_python_folder_is_quoted_in_the_launch_script(tmp_path):
 # -- the job's secret -------------------------------------------------------------------------
 
 @pytest.mark.unit
-def test_the_token_travels_as_a_localized_file_never_in_the_environment(tmp_path):
-    spec = app_spec(tmp_path, spec_of(tmp_path))
-    text = spec.to_yaml()
-    assert "the-secret-token" not in text
+def test_the_token_travels_in_the_localized_job_file_never_in_the_environment(tmp_path):
+    """The job file is the one file a job ships: the AM and every executor get it, private."""
+    from submarine_py.backends.yarn.request import build_request
+
+    request = build_request(make_plan(spec_of(tmp_path)), "http://rm:8088")
+    spec = request.app_spec
+    assert request.token not in spec.to_yaml() and request.token not in request.describe()
     for env, files in [(spec.master.env, spec.master.files)] + [(s.env, s.files) for s in spec.services.values()]:
-        assert "SUBM_TOKEN" not in env and env["SUBM_TOKEN_FILE"] == TOKEN_FILE
-        assert files[TOKEN_FILE].source.endswith(str(tmp_path / "token"))
+        assert "SUBM_TOKEN" not in env
+        assert files[JOB_FILE].source.endswith(request.job_file)
+    for s in spec.services.values():
+        assert s.env["SUBM_TOKEN_FILE"] == JOB_FILE
 
 
 @pytest.mark.unit
-def test_the_executor_reads_the_token_file_then_drops_its_link(tmp_path):
+@pytest.mark.parametrize("content", ["s3cret\n", json.dumps({"name": "j", "spec": {}, "token": "s3cret"})])
+def test_the_executor_reads_the_token_file_then_drops_its_link(tmp_path, content):
+    """A file of the token alone, or YARN's job file that carries it (``token``)."""
     from submarine_py.executor.am_client import read_token
 
-    private = tmp_path / "filecache" / "token"
+    private = tmp_path / "filecache" / "subm_job.json"
     private.parent.mkdir()
-    private.write_text("s3cret\n")
-    link = tmp_path / "subm_token"
+    private.write_text(content)
+    link = tmp_path / JOB_FILE
     link.symlink_to(private)
     assert read_token({"SUBM_TOKEN_FILE": str(link)}) == "s3cret"
     assert not link.exists() and private.exists()  # the task's directory no longer shows it

@@ -59,10 +59,11 @@ def served_by_nodemanagers(app_id: str, user: str) -> Dict[str, str]:
 
 
 def local_token(app_id: str) -> Optional[str]:
-    """The job's token as YARN localized it (only where the rig's nodes share this machine)."""
+    """The job's token as YARN localized it, in the job file (only where the rig's nodes share
+    this machine)."""
     rig = os.environ.get("RIG_DIR") or str(Path(os.environ["HADOOP_CONF_DIR"]).parent)
-    for path in glob.glob(f"{rig}/**/usercache/*/appcache/{app_id}/filecache/*/token", recursive=True):
-        return Path(path).read_text().strip()
+    for path in glob.glob(f"{rig}/**/usercache/*/appcache/{app_id}/filecache/*/job.json", recursive=True):
+        return json.loads(Path(path).read_text())["token"]
     return None
 
 

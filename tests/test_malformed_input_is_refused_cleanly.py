@@ -240,7 +240,7 @@ def assert_survives_submission(job: Path, backend: str) -> None:
     if backend == "local":
         LocalBackend(home=str(job.parent / "home")).request(plan).describe()
         return
-    opts = YarnOptions(job_file=str(job.parent / "job.json"), token_file=str(job.parent / "token"),
+    opts = YarnOptions(job_file=str(job.parent / "job.json"),
                        rm_url="http://rm:8088", archive_sha256="ab" * 32)
     pytest.importorskip("skein")
     build_application_spec(plan, opts).to_dict()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE, TOKEN_FILE,
+from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE,
                                                   YarnOptions, build_application_spec)
 from submarine_py.admission import Need
 from submarine_py.backends.yarn.capacity import parse_gang_tag
@@ -33,7 +33,7 @@ def build(tmp_path, **job):
     }
     data.update(job)
     plan = make_plan(spec_from_dict(data, base_dir=str(tmp_path)))
-    opts = YarnOptions(job_file=str(tmp_path / "job.json"), token_file=str(tmp_path / "token"), rm_url="http://rm:8088",
+    opts = YarnOptions(job_file=str(tmp_path / "job.json"), rm_url="http://rm:8088",
                        node_hosts=["node1", "node2"], python="/opt/py/bin/python3")
     return build_application_spec(plan, opts)
 
@@ -87,10 +87,10 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     spec = build(tmp_path)
     worker = spec.services["worker"]
     # The job's files travel as one archive that the executor unpacks as real files.
-    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE}
+    assert set(worker.files) == {EXECUTOR_FILE, JOB_FILE, FILES_ARCHIVE}
     assert worker.env["SUBM_FILES_ARCHIVE"] == FILES_ARCHIVE
     assert worker.env["SUBM_ROLE"] == "worker"
-    assert worker.env["SUBM_TOKEN_FILE"] == TOKEN_FILE
+    assert worker.env["SUBM_TOKEN_FILE"] == JOB_FILE  # the job file carries the token
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
     assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
     # `python` is a wrapper that starts the interpreter by its own path (a venv's pyvenv.cfg holds),
@@ -108,7 +108,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     from submarine_py.jobfile.files import RESERVED_FILES
     from submarine_py.executor import main as executor
 
-    opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088",
+    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088",
                        executor_bundle=str(tmp_path / EXECUTOR_FILE))
     plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
     worker = build_application_spec(plan, opts).services["worker"]
@@ -128,7 +128,7 @@ def test_nested_destinations_and_url_sources_never_reach_skein_as_paths(tmp_path
     spec = build(tmp_path, files={"train.py": "train.py", "data/input.txt": "data/input.txt",
                                   "lib/big.bin": "hdfs://nn/data/big.bin"})
     worker = spec.services["worker"]
-    assert set(worker.files) == {EXECUTOR_FILE, TOKEN_FILE, FILES_ARCHIVE, ".subm-url-0"}
+    assert set(worker.files) == {EXECUTOR_FILE, JOB_FILE, FILES_ARCHIVE, ".subm-url-0"}
     assert worker.files[".subm-url-0"].source == "hdfs://nn/data/big.bin"
     assert worker.env["SUBM_FILES_LINKS"] == ".subm-url-0:lib/big.bin"  # no quotes: YARN's launch script
     assert protocol.decode_links(worker.env["SUBM_FILES_LINKS"]) == {"lib/big.bin": ".subm-url-0"}
@@ -141,9 +141,8 @@ def test_a_shared_dir_is_mounted_into_yarn_docker_containers(tmp_path):
 
 def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):
     spec = build(tmp_path)
-    assert set(spec.master.files) == {JOB_FILE, TOKEN_FILE}
+    assert set(spec.master.files) == {JOB_FILE}
     assert spec.master.script.endswith(f"-m submarine_py.backends.yarn.am_main {JOB_FILE}")
-    assert spec.master.env["SUBM_TOKEN_FILE"] == TOKEN_FILE
 
 
 def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp_path):
@@ -151,7 +150,7 @@ def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp
     archive.write_bytes(b"")
     spec = build(tmp_path, environment={"archive": str(archive), "cache_dir": "/var/cache/subm-envs"})
     # The AM neither localizes nor waits for the archive: it runs with the submitting interpreter.
-    assert set(spec.master.files) == {JOB_FILE, TOKEN_FILE}
+    assert set(spec.master.files) == {JOB_FILE}
     assert "SUBM_PY=/opt/py/bin/python3" in spec.master.script
     worker = spec.services["worker"]
     # YARN copies it as a file (no per-container unpack); the executor unpacks it once per node.
@@ -178,7 +177,7 @@ def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):
     (tmp_path / "train.py").write_text("")
     plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}},
                                         "environment": {"archive": str(archive)}}))
-    opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088", archive_sha256="ab" * 32)
+    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088", archive_sha256="ab" * 32)
     worker = build_application_spec(plan, opts).services["worker"]
     assert worker.env["SUBM_ENV_SHA256"] == "ab" * 32
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.zip"

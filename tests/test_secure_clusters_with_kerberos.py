@@ -47,7 +47,7 @@ def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls_always
     from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
 
     spec = spec_from_dict(job(acls={"view": ["bob", "group:research"], "modify": ["carol", "*"]}))
-    opts = YarnOptions(job_file=str(tmp_path / "j"), token_file=str(tmp_path / "t"), rm_url="http://rm:8088")
+    opts = YarnOptions(job_file=str(tmp_path / "j"), rm_url="http://rm:8088")
     acls = build_application_spec(make_plan(spec), opts).acls
     assert isinstance(acls, skein.ACLs) and acls.enable is True
     assert (acls.view_users, acls.view_groups) == (["bob"], ["research"])
@@ -547,6 +547,12 @@ def test_alice_runs_a_job_after_kinit_and_follows_it_through_spnego(users):
     assert code == 0 and json.loads(out)["state"] == "SUCCEEDED", err
     code, out, err = alice.subm("list", "--all", "-o", "json")
     assert code == 0 and report["app_id"] in out, err
+    # The executor went to alice's folder once, through WebHDFS with SPNEGO, and is shared by
+    # her later jobs (what --dry-run says it will localize, already there).
+    code, out, err = alice.subm("run", alice.job_file(), "--dry-run")
+    assert code == 0, err
+    shared = next(line for line in out.splitlines() if line.startswith("# the executor: "))
+    assert "/user/alice/.subm/executors/executor-" in shared and "uploaded at submission" not in shared, shared
     ran_as = {whoami.with_name(f"whoami-{i}").read_text().strip() for i in (0, 1)}
     # The LinuxContainerExecutor runs tasks as their user; the rig's default one, as the NM's.
     lce = on_the_linux_container_executor(alice.env["HADOOP_CONF_DIR"])

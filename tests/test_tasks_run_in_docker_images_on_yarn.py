@@ -48,7 +48,7 @@ def test_every_role_with_an_image_gets_the_docker_runtime_variables():
 @pytest.mark.unit
 def test_the_skein_spec_runs_the_executor_with_the_images_python():
     plan = make_plan(spec_from_dict(SPEC))
-    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", token_file="/tmp/token", rm_url="http://rm:8088"))
+    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", rm_url="http://rm:8088"))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
     # The image's python3 (not the submitter's interpreter) runs the executor and is the task's python.

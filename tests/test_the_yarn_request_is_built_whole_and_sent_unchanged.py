@@ -101,9 +101,10 @@ def test_submit_hands_skein_the_very_spec_request_built_and_dry_run_printed_gang
     [(spec, job_file)] = submitted
     assert spec is request.app_spec and spec.to_dict() == before  # sent unchanged
     assert printed.endswith(spec.to_yaml())
-    # The job file the AM reads: the request's, with the moment of submission only.
-    assert {k: v for k, v in job_file.items() if k != "submitted_at"} == dict(request.job)
-    assert isinstance(job_file["submitted_at"], float)
+    # The job file the AM reads: the request's, with the moment of submission and the job's
+    # secret only (the one file a job ships: it carries the token to the AM and the executors).
+    assert {k: v for k, v in job_file.items() if k not in ("submitted_at", "token")} == dict(request.job)
+    assert isinstance(job_file["submitted_at"], float) and job_file["token"] == request.token
 
 
 def test_a_gang_that_does_not_fit_and_a_sweep_are_requested_with_no_task_container(yarn):
@@ -120,6 +121,60 @@ def test_a_gang_that_does_not_fit_and_a_sweep_are_requested_with_no_task_contain
     sweep = plan_of(1, sweep={"metric": "loss", "trials": 2, "params": {"x": [1, 2]}, "algorithm": "grid"})
     backend, _, _ = yarn(FakeRM((2, 2)))
     assert backend.request(sweep).app_spec.services["worker"].instances == 0
+
+
+class ClusterFiles:
+    """The cluster's filesystem as submission uses it (``travel/webhdfs.Files``): a set of paths."""
+
+    def __init__(self, there=()):
+        from submarine_py.backends.yarn.travel.webhdfs import ClusterFilesystem
+
+        self.where = ClusterFilesystem(uri="hdfs://nn:8020", http_address="nn:9870")
+        self.there, self.puts = set(there), []
+
+    def exists(self, path):
+        return path in self.there
+
+    def put(self, local, path):
+        self.puts.append((open(local).read(), path))
+        self.there.add(path)
+
+    def path(self, uri):
+        return uri[len(self.where.uri):]
+
+
+def test_the_executor_is_kept_once_on_the_cluster_filesystem_and_every_job_names_that_copy(yarn, monkeypatch):
+    """Named by its bytes under the user's folder, uploaded by the first job that lacks it, then
+    localized PRIVATE (the node's cache keeps it): a job ships one file of its own, the job file."""
+    from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE, JOB_FILE
+    from submarine_py.executor.bundle import bundle_source
+
+    files = ClusterFiles()
+    backend, request_of, submitted = yarn(FakeRM((2, 2)))
+    monkeypatch.setattr(backend, "_cluster_files", lambda: files)
+    monkeypatch.setenv("HADOOP_USER_NAME", "alice")
+    for n in range(2):
+        request = backend.request(plan_of(2))
+        request_of[:] = [request]
+        shipped = request.app_spec.services["worker"].files[EXECUTOR_FILE]
+        assert shipped.source.startswith("hdfs://nn:8020/user/alice/.subm/executors/executor-")
+        assert shipped.visibility == "private" and request.executor_bundle is None
+        assert request.shared_executor.present is (n == 1)
+        assert ("uploaded at submission" in request.describe()) is (n == 0)
+        backend.submit(request)
+        local = {name for name, f in request.app_spec.services["worker"].files.items() if f.source.startswith("file:")}
+        assert local == {JOB_FILE}
+    assert files.puts == [(bundle_source(), files.path(shipped.source))]  # once
+
+
+def test_where_the_cluster_filesystem_is_not_hdfs_the_executor_travels_with_each_job(yarn):
+    from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE
+
+    backend, request_of, submitted = yarn(FakeRM((2, 2)))  # its conf names no fs.defaultFS
+    request = backend.request(plan_of(2))
+    shipped = request.app_spec.services["worker"].files[EXECUTOR_FILE]
+    assert request.shared_executor is None and shipped.visibility == "application"
+    assert shipped.source.endswith(request.executor_bundle)
 
 
 # -- attempts.py ---------------------------------------------------------------------------------
@@ -143,7 +198,7 @@ def test_the_application_spec_and_a_finished_jobs_saved_spec_give_the_same_attem
     plan = plan_of(1, gpus=0, **extra)
     assert am_attempts(plan.job.restart, sweep=plan.job.sweep is not None) == expected
     assert saved_am_attempts(plan.job.to_dict()) == expected  # what the client reads back
-    opts = YarnOptions(job_file="job.json", token_file="token", rm_url="http://rm:8088")
+    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088")
     assert build_application_spec(plan, opts).max_attempts == expected
     assert saved_am_attempts(None) == 1 and saved_am_attempts({"restart": {"policy": "bogus"}}) == 1
 

@@ -370,8 +370,9 @@ def _leave_copy(path, url):
 
 
 def read_token(env):
-    """The job's secret: SUBM_TOKEN, or the file SUBM_TOKEN_FILE names (read once, then
-    unlinked from the working directory so the task's own files do not carry it)."""
+    """The job's secret: SUBM_TOKEN, or from the file SUBM_TOKEN_FILE names (read once, then
+    unlinked from the working directory so the task's own files do not carry it): the secret
+    itself, or a JSON object whose ``token`` it is (YARN's job file, the one file a job ships)."""
     if env.get(protocol.TOKEN):
         return env[protocol.TOKEN]
     path = env.get(protocol.TOKEN_FILE)
@@ -379,6 +380,8 @@ def read_token(env):
         raise KeyError(protocol.TOKEN)
     with open(path) as f:
         token = f.read().strip()
+    if token.startswith("{"):
+        token = str(loads(token)["token"])
     try:
         if os.path.islink(path):  # YARN's link to the localized copy; the copy stays private
             os.unlink(path)

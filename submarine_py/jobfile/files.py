@@ -18,8 +18,9 @@ from ..executor.main import ENVCACHE, SIBLINGS, shipped_files
 #: Working-directory names that are submarine-py's own (wrappers, shipped archives, the
 #: executor and the modules it imports, the localized environment archive, the job's secret on YARN).
 RESERVED_FILE_PREFIXES = (".subm", "subm-environment")
-#: The executor's own files in a task's working directory (its modules: main.py's SIBLINGS).
-RESERVED_FILES = tuple(shipped_files(SIBLINGS + (ENVCACHE,))) + ("subm_token",)
+#: The executor's own files in a task's working directory (its modules: main.py's SIBLINGS),
+#: and the job file with the job's secret that YARN localizes there (``app_spec.JOB_FILE``).
+RESERVED_FILES = tuple(shipped_files(SIBLINGS + (ENVCACHE,))) + ("subm_job.json",)
 #: Where a task finds environment.archive unpacked (a link in its working directory).
 ENV_ARCHIVE_DIR = "environment"
 

@@ -10,14 +10,12 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from ...executor import protocol
 from ...report import JobReport
 from ...am.process import load_job_file, make_am, plan_of, run_am, setup_logging
 from ...am.reporting import write_json
 from ...states import JobState, Phase
-from .app_spec import TOKEN_FILE
 from .attempts import REPORT_FILE, last_left
 from .capacity import GANG_ASKED_AT_SUBMISSION
 from .containers import YarnContainers
@@ -26,12 +24,6 @@ from .spnego import without_kerberos
 from .tokens import rm_token_header
 
 log = logging.getLogger("subm.am.yarn")
-
-
-def read_token(env: Mapping[str, str]) -> str:
-    """The job's secret, from the file YARN localized (see ``app_spec.TOKEN_FILE``)."""
-    with open(env.get(protocol.TOKEN_FILE) or TOKEN_FILE) as f:
-        return f.read().strip()
 
 
 def main_yarn(job_file: str) -> int:
@@ -66,7 +58,7 @@ def main_yarn(job_file: str) -> int:
             return 1
     report_path = os.path.join(log_dir, REPORT_FILE)
     am = make_am(plan, app_id, containers, submitted_at=meta.get("submitted_at"),
-                 token=read_token(os.environ), report_path=report_path, shared_dir=shared, snapshots=True)
+                 token=meta["token"], report_path=report_path, shared_dir=shared, snapshots=True)
     attempt = app_attempt(os.environ.get("CONTAINER_ID"))
     if attempt > 1:  # YARN started this AM because an earlier one was lost, or ended the job
         kind, previous, lost = earlier_attempts(rm, app_id, attempt)

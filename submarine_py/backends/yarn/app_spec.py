@@ -31,13 +31,14 @@ from .travel import Travel
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
 #: (.pth files, editable installs' finders) would only delay the gang's registration.
 EXECUTOR_FILE = executor_module.shipped_name("executor")
+#: The job file, which also carries the job's secret (``token``): the one file each job ships
+#: from the submitting machine. YARN localizes it into each container's private directory; the
+#: secret is never an environment variable (YARN copies launch_container.sh, with every
+#: variable, into the container's log directory, which the NodeManager serves to anyone).
+#: Executors read the secret from it (``SUBM_TOKEN_FILE``), then drop their link to it.
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
 ENV_ARCHIVE = "subm-environment"
-#: The job's secret, as a file YARN localizes into each container's private directory
-#: (never an environment variable: YARN copies launch_container.sh, with every variable,
-#: into the container's log directory, which the NodeManager serves to anyone).
-TOKEN_FILE = "subm_token"
 #: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
 AM_MODULE = f"{__package__}.am_main"
 #: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.
@@ -46,13 +47,14 @@ AM_MEMORY_MB = 768
 
 @dataclass(frozen=True)
 class YarnOptions:
+    #: The job file (mode 0600, with the job's secret), which skein uploads to the staging directory.
     job_file: str
-    #: A file (mode 0600) holding the job's secret; skein uploads it to the staging directory.
-    token_file: str
     rm_url: str
     #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
     files_archive: Optional[str] = None
-    #: The executor with its modules as one file (written by submit(): executor/bundle.py).
+    #: The executor with its modules as one file (executor/bundle.py): its shared copy on the
+    #: cluster's filesystem (``hdfs://...``, ``shared_executor.py``), else a local path that
+    #: submit() writes and skein uploads with the job.
     executor_bundle: Optional[str] = None
     node_hosts: Sequence[str] = ()
     python: Optional[str] = None  # default: the submitting interpreter
@@ -162,13 +164,13 @@ def build_application_spec(plan: Plan, opts: YarnOptions):
     import skein
 
     py = python_command(plan, opts)
-    token = {TOKEN_FILE: skein.File(source=opts.token_file, type="file")}
+    job_file = {JOB_FILE: skein.File(source=opts.job_file, type="file")}
     return skein.ApplicationSpec(
         name=plan.job.name,
         queue=plan.job.queue,
         tags=[TAG, gang_tag(plan), *plan.job.tags],
-        master=master(opts, py, token),
-        services={role: service(plan, role, opts, py, token) for role in plan.job.roles},
+        master=master(opts, py, job_file),
+        services={role: service(plan, role, opts, py, job_file) for role in plan.job.roles},
         max_attempts=am_attempts(plan.job.restart, sweep=plan.job.sweep is not None),
         acls=acls(plan),
         file_systems=file_systems(plan),
@@ -210,15 +212,14 @@ def file_systems(plan: Plan) -> List[str]:
     return out
 
 
-def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
+def master(opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
     """skein's master: the Python AM (``am_main``) reading the job file skein ships."""
     import skein
 
     return skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={JOB_FILE: skein.File(source=opts.job_file, type="file"), **token,
-               **(opts.travel.resources() if opts.travel else {})},
-        env={protocol.TOKEN_FILE: TOKEN_FILE, "SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+        files={**job_file, **(opts.travel.resources() if opts.travel else {})},
+        env={"SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
              # The travelling environment brings this package (installed, or its editable code).
              **({} if opts.travel else {"PYTHONPATH": PACKAGE_PARENT}),
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
@@ -226,7 +227,7 @@ def master(opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
     )
 
 
-def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token: Dict[str, object]):
+def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
     """One role's skein service: its executors, declared up front (the whole gang at once)."""
     import skein
 
@@ -242,8 +243,8 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], token:
         instances=sum(1 for t in plan.tasks if t.role == role) if opts.gang_with_application else 0,
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
-        files={EXECUTOR_FILE: skein.File(source=opts.executor_bundle or "<executor bundle>", type="file"),
-               **token, **user_files(plan, opts), **archive_files(plan, opts), **travel_files(plan, task, opts)},
+        files={EXECUTOR_FILE: executor_file(opts), **job_file, **user_files(plan, opts),
+               **archive_files(plan, opts), **travel_files(plan, task, opts)},
         env=task_env(plan, task, opts, py),
         script=script,
         # The AM starts every container (and every replacement) itself, through admission:
@@ -259,7 +260,7 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
     """What a role's executors start with (the rest comes from the AM once they register)."""
     files = plan.job.files
     return {
-        protocol.TOKEN_FILE: TOKEN_FILE,
+        protocol.TOKEN_FILE: JOB_FILE,
         **plan.executor_settings(task.role),
         protocol.AM_DISCOVERY: f"{opts.rm_url}/proxy/{{app}}/pages/subm{protocol.PATH_AM}",
         protocol.LOG_TO_CONTAINER: "1",
@@ -270,6 +271,15 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
         # In an image the executor writes python/python3 wrappers of its own interpreter.
         **({interpreters.WRAPPER_ENV: "1"} if task.docker else py["task_env"]),
     }
+
+
+def executor_file(opts: YarnOptions):
+    """The executor's one file: its shared copy on the cluster's filesystem, PRIVATE (the
+    NodeManager keeps it in the user's cache for every later job), else this job's own."""
+    import skein
+
+    source = opts.executor_bundle or "<executor bundle>"
+    return skein.File(source=source, type="file", visibility="private" if "://" in source else "application")
 
 
 def travel_files(plan: Plan, task: TaskPlan, opts: YarnOptions) -> Dict[str, object]:

@@ -29,7 +29,7 @@ from ...units import format_memory
 from ..base import KILLED_BY_USER, Backend, Problem
 from ...executor import bundle, protocol
 from ...am.process import SIGNALLED
-from . import kerberos, rules, shipping, spnego, travel
+from . import kerberos, rules, shared_executor, shipping, spnego, travel
 from .app_logs import write_app_logs
 from .app_spec import runs_submitting_python
 from .attempts import REPORT_FILE, last_left, node_could_not_start
@@ -141,7 +141,9 @@ class YarnBackend(Backend):
         except BackendError:
             hosts = []
         return build_request(plan, self.rm.url, hosts, gang_with_application=self._gang_with_application(plan),
-                             travel=self._travel(plan))
+                             travel=self._travel(plan),
+                             shared_executor=shared_executor.locate(self._cluster_files, yarn_user(),
+                                                                    bundle.bundle_source()))
 
     def _travel(self, plan: Plan) -> Optional[travel.Travel]:
         """What of the submitting environment travels to the nodes (``travel/``): where the AM
@@ -185,20 +187,21 @@ class YarnBackend(Backend):
             os.makedirs(job_dir, mode=0o700)
         except OSError as exc:
             raise BackendError(f"cannot create {job_dir}: {exc.strerror}") from None
-        job = dict(request.job, submitted_at=time.time())
+        job = dict(request.job, submitted_at=time.time(), token=request.token)
         try:
-            for path, text in ((request.job_file, json.dumps(job)),
-                               (request.token_file, request.token)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # role env may be secret
-                with os.fdopen(fd, "w") as f:
-                    f.write(text)
+            # The token and the roles' env are secret: the file is the user's alone.
+            fd = os.open(request.job_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(job))
             if request.executor_bundle:
                 with open(request.executor_bundle, "w") as f:
                     f.write(bundle.bundle_source())
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
-            if request.travel:  # before skein checks that its files exist
+            if request.shared_executor:  # before skein checks that its files exist
+                shared_executor.ensure(self._cluster_files(), request.shared_executor, bundle.bundle_source(), say)
+            if request.travel:
                 request.travel.ensure(self._cluster_files(), say)
             try:
                 app_id = client.submit(request.app_spec)

@@ -19,6 +19,7 @@ from ...plan import Plan
 from . import shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
 from .capacity import GANG_ASKED_AT_SUBMISSION
+from .shared_executor import SharedExecutor
 from .travel import Travel
 
 
@@ -29,22 +30,22 @@ class YarnRequest:
     plan: Plan
     #: The ``skein.ApplicationSpec``: the AM (skein's master) and one service per role.
     app_spec: Any
-    #: The job file the AM reads (shipped to its container as ``subm_job.json``); submit() adds
-    #: only the moment of submission (``submitted_at``).
+    #: The job file the AM reads (shipped to every container as ``subm_job.json``); submit() adds
+    #: only the moment of submission (``submitted_at``) and the job's secret (``token``).
     job: Mapping[str, Any]
-    #: Where :meth:`YarnBackend.submit` writes ``job`` for skein to ship (removed after submitting).
+    #: Where :meth:`YarnBackend.submit` writes ``job`` for skein to ship (mode 0600, removed after
+    #: submitting): the one file each job ships, which also carries the job's secret, since YARN
+    #: localizes it into each container's private directory (``app_spec.JOB_FILE``).
     job_file: str
-    #: Where :meth:`YarnBackend.submit` writes the job's secret (mode 0600, removed after
-    #: submitting): skein ships it as a file YARN localizes into each container's private
-    #: directory, never as a variable (YARN copies every variable into launch_container.sh,
-    #: which the NodeManager serves to anyone).
-    token_file: str
     #: The job's secret, shared by the AM and the executors; never printed.
     token: str
     #: Where :meth:`YarnBackend.submit` packs the job's local files for skein to ship, if any.
     files_archive: Optional[str] = None
-    #: Where :meth:`YarnBackend.submit` writes the executor with its modules, as one file.
+    #: Where :meth:`YarnBackend.submit` writes the executor with its modules, as one file, where
+    #: it travels with the job (None: its shared copy on the cluster's filesystem, ``shared_executor``).
     executor_bundle: Optional[str] = None
+    #: The executor's shared copy (uploaded by submit() where it is not there yet).
+    shared_executor: Optional[SharedExecutor] = None
     #: The whole gang is asked for with the application (it fitted when the request was built).
     gang_with_application: bool = False
     #: The submitting environment's parts, which submit() packs and uploads where the cluster lacks them.
@@ -55,6 +56,9 @@ class YarnRequest:
                 f"written to {self.job_file} at submission\n")
         if self.gang_with_application:
             head += "# the whole gang fits now: its containers are asked for with the application\n"
+        if self.shared_executor:
+            head += (f"# the executor: {self.shared_executor.uri}, shared by every job"
+                     + ("\n" if self.shared_executor.present else " (uploaded at submission: not there yet)\n"))
         if self.travel:
             head += ("# the environment travels (packed and uploaded at submission where the cluster lacks it): "
                      + ", ".join(p.uri for p in self.travel.parts) + "\n")
@@ -62,26 +66,28 @@ class YarnRequest:
 
 
 def build_request(plan: Plan, rm_url: str, node_hosts: Sequence[str] = (),
-                  gang_with_application: bool = False, travel: Optional[Travel] = None) -> YarnRequest:
+                  gang_with_application: bool = False, travel: Optional[Travel] = None,
+                  shared_executor: Optional[SharedExecutor] = None) -> YarnRequest:
     """The whole request for ``plan``: files named (in a private folder submit() creates), the
     app spec, the job file's content. Builds, writes nothing."""
     token = secrets.token_hex(32)
     job_dir = os.path.join(tempfile.gettempdir(), f"subm-{secrets.token_hex(8)}")
-    job_file, token_file = os.path.join(job_dir, "job.json"), os.path.join(job_dir, "token")
+    job_file = os.path.join(job_dir, "job.json")
     files_archive = (os.path.join(job_dir, shipping.FILES_ARCHIVE.lstrip("."))
                      if shipping.local_sources(plan.job.files) else None)
-    executor_bundle = os.path.join(job_dir, EXECUTOR_FILE)
+    executor_bundle = None if shared_executor else os.path.join(job_dir, EXECUTOR_FILE)
     archive = plan.job.environment.archive
-    opts = YarnOptions(job_file=job_file, token_file=token_file, rm_url=rm_url, node_hosts=tuple(node_hosts),
+    opts = YarnOptions(job_file=job_file, rm_url=rm_url, node_hosts=tuple(node_hosts),
                        archive_sha256=archive_checksum(archive) if archive and "://" not in archive else None,
-                       files_archive=files_archive, executor_bundle=executor_bundle,
+                       files_archive=files_archive,
+                       executor_bundle=shared_executor.uri if shared_executor else executor_bundle,
                        gang_with_application=gang_with_application, travel=travel)
     job = {"name": plan.job.name, "spec": plan.job.to_dict()}
     if gang_with_application:
         job[GANG_ASKED_AT_SUBMISSION] = True
     return YarnRequest(plan=plan, app_spec=build_application_spec(plan, opts), job=job, job_file=job_file,
-                       token_file=token_file, token=token, files_archive=files_archive,
-                       executor_bundle=executor_bundle, gang_with_application=gang_with_application,
+                       token=token, files_archive=files_archive, executor_bundle=executor_bundle,
+                       shared_executor=shared_executor, gang_with_application=gang_with_application,
                        travel=travel)
 
 
