@@ -114,3 +114,31 @@ def test_subm_rm_wait_must_be_seconds(monkeypatch):
     monkeypatch.setenv("SUBM_RM_WAIT", "soon")
     with pytest.raises(SpecError, match="SUBM_RM_WAIT: expected seconds"):
         ResourceManager("http://127.0.0.1:1")
+
+
+def test_the_driver_starts_with_the_clusters_files_and_a_shorter_first_wait_to_close_a_file(tmp_path):
+    """Each application's staging files are closed as soon as written: the driver's HDFS client
+    asks again after 50 ms, not 400, as long in all; what the cluster sets itself is kept."""
+    import xml.etree.ElementTree as ET
+    from submarine_py.backends.yarn.site import hadoop_conf
+    from submarine_py.backends.yarn.skein_driver import CLOSE_WAIT, driver_conf
+
+    cluster = conf(tmp_path / "cluster", "rm1")
+    (cluster / "core-site.xml").write_text("<configuration/>")
+    (cluster / "log4j.properties").write_text("x=1\n")
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    out = Path(driver_conf(str(cluster), str(driver)))
+    assert sorted(p.name for p in out.iterdir()) == ["core-site.xml", "hdfs-site.xml", "log4j.properties",
+                                                     "yarn-site.xml"]
+    assert (out / "yarn-site.xml").resolve() == (cluster / "yarn-site.xml").resolve()  # links: it follows them
+    assert hadoop_conf("hdfs-site.xml", str(out)) == CLOSE_WAIT
+    delay = "dfs.client.block.write.locateFollowingBlock.initial.delay.ms"
+    (cluster / "hdfs-site.xml").write_text(
+        "<configuration><property><name>dfs.replication</name><value>3</value></property>"
+        f"<property><name>{delay}</name><value>1000</value></property></configuration>")
+    out = Path(driver_conf(str(cluster), str(driver)))  # made again: the cluster's file changed
+    got = hadoop_conf("hdfs-site.xml", str(out))
+    assert got["dfs.replication"] == "3" and got[delay] == "1000"  # the cluster's own word stays
+    assert got["dfs.client.block.write.locateFollowingBlock.retries"] == "8"
+    assert ET.parse(out / "hdfs-site.xml").getroot().tag == "configuration"
