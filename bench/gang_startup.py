@@ -244,9 +244,7 @@ def failover(workdir: Path, n: int, lose_container: bool = False) -> Dict[str, O
     report = run_subm(write_job(workdir, name, n, command, restart="restart: {policy: gang, max_restarts: 1}"))
     if report["state"] != "SUCCEEDED" or report["attempts"] != 2:
         raise SystemExit(f"the {name} job did not restart once: {report}")
-    am = rm(f"/ws/v1/cluster/apps/{report['app_id']}/appattempts")["appAttempts"]["appAttempt"][-1]
-    am_log = requests.get(f"http://{am['nodeHttpAddress'].split('://')[-1]}/ws/v1/node/containers/"
-                          f"{am['containerId']}/logs/application.driver.log", timeout=10).text.splitlines()
+    am_log = am_file(report["app_id"], "application.driver.log").splitlines()
     failed_line = next(x for x in am_log if "failed with" in x)
     noticed = _am_time(failed_line)
     ready = next(_am_time(x) for x in am_log if "gang ready" in x and "(attempt 2)" in x)

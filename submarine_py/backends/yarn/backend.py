@@ -199,10 +199,12 @@ class YarnBackend(Backend):
             if request.files_archive:  # one archive, unpacked as real files by each executor
                 shipping.pack_files(request.plan.job.files, request.files_archive)
             client = self._client()
-            if request.shared_executor:  # before skein checks that its files exist
-                shared_executor.ensure(self._cluster_files(), request.shared_executor, bundle.bundle_source(), say)
+            # Before skein checks that its files exist.
+            files = self._cluster_files() if request.shared_executor or request.travel else None
+            if request.shared_executor:
+                shared_executor.ensure(files, request.shared_executor, say)
             if request.travel:
-                request.travel.ensure(self._cluster_files(), say)
+                request.travel.ensure(files, say)
             try:
                 app_id = client.submit(request.app_spec)
             except Exception as exc:

@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ...errors import BackendError, SpecError
@@ -31,11 +31,13 @@ log = logging.getLogger("subm.yarn")
 
 @dataclass(frozen=True)
 class SharedExecutor:
-    """The executor's copy for this job: its URI, and whether it is already there (else
-    ``submit`` uploads it first)."""
+    """The executor's copy for this job: its URI, whether it is already there (else ``submit``
+    uploads it first), and the source it was named after (what ``submit`` uploads, so that the
+    bytes match the name even if the installed package changed meanwhile)."""
 
     uri: str
     present: bool
+    source: str = field(repr=False, default="")
 
 
 def uri_of(where: ClusterFilesystem, user: str, source: str) -> str:
@@ -49,13 +51,13 @@ def locate(files_of: Callable[[], Files], user: str, source: str) -> Optional[Sh
     try:
         files = files_of()
         uri = uri_of(files.where, user, source)
-        return SharedExecutor(uri=uri, present=files.exists(files.path(uri)))
+        return SharedExecutor(uri=uri, present=files.exists(files.path(uri)), source=source)
     except (SpecError, BackendError) as exc:
         log.debug("the executor travels with the job: %s", exc)
         return None
 
 
-def ensure(files: Files, shared: SharedExecutor, source: str, say: Callable[[str], None]) -> None:
+def ensure(files: Files, shared: SharedExecutor, say: Callable[[str], None]) -> None:
     """Upload the executor where it was not there when the request was built."""
     if shared.present:
         return
@@ -63,8 +65,8 @@ def ensure(files: Files, shared: SharedExecutor, source: str, say: Callable[[str
     with tempfile.TemporaryDirectory(prefix="subm-executor-") as tmp:
         local = os.path.join(tmp, os.path.basename(path))
         with open(local, "w") as f:
-            f.write(source)
+            f.write(shared.source)
         began = time.monotonic()
         files.put(local, path)
-    say(f"executor: uploaded to {shared.uri} ({len(source) / 1e3:.0f} kB) in {time.monotonic() - began:.1f} s "
+    say(f"executor: uploaded to {shared.uri} ({len(shared.source) / 1e3:.0f} kB) in {time.monotonic() - began:.1f} s "
         "(once: later jobs reuse it)")
