@@ -13,14 +13,15 @@
 #   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests skip
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
-#   1. the other tests but docker_yarn, sharing, preemption, secure: a plain 3-node rig (Hadoop 3.4.2)
+#   1. the other tests but docker_yarn, sharing, preemption, secure: two plain 3-node rigs (Hadoop 3.4.2),
+#      a test on each at a time
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
 #   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root)
 #   6. docker_yarn: they need a Docker-mode rig (SUBM_DOCKER_RIG), which needs Hadoop's setuid
 #      container-executor, in no registry: without one they skip, saying why
-# One rig at a time. The exit status is the first failing pass's; pytest's exit code 5
+# One pass at a time. The exit status is the first failing pass's; pytest's exit code 5
 # ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -88,13 +89,16 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure"
   else
     # Pass 0 needs no cluster: its tests start real processes that keep a core busy, so they
-    # run on every core (pytest-xdist). The YARN passes run one test at a time: their tests
-    # share a cluster, stop its nodes and restart its ResourceManager.
+    # run on every core (pytest-xdist). On one rig, YARN tests run one at a time: they stop its
+    # nodes and restart its ResourceManager.
     workers=$(nproc 2>/dev/null || echo 2); [ "$workers" -gt 4 ] && workers=4
     pass "0 (no cluster: unit, local, docker; $workers at a time)" WITH=none SUBM_TEST_NO_RIG=1 -- \
       -n "$workers" -m "$NO_CLUSTER" --durations=10
-    pass "1 (plain rig, the YARN tests but docker_yarn, sharing, preemption, secure)" -- \
-      -m "not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure" --durations=25
+    # Pass 1 holds most YARN tests, whose time goes mostly in waiting for YARN: two at a time,
+    # each on a rig of its own (RIG_COUNT: tests/conftest.py gives each xdist worker one), a
+    # module's tests on one worker.
+    pass "1 (two plain rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" RIG_COUNT=2 -- \
+      -n 2 --dist loadgroup -m "not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure" --durations=25
     pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
     pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
     pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption

@@ -9,6 +9,10 @@
 # (/tmp/yarn-rig on localhost) is neither used nor disturbed. The command gets
 # HADOOP_CONF_DIR/HADOOP_HOME/JAVA_HOME for it, its own skein config (SKEIN_CONFIG) and
 # skein drivers (SUBM_SKEIN_HOME).
+# RIG_COUNT=N starts N such rigs, alike, and names their folders in SUBM_TEST_RIGS
+# (space-separated); the command gets the first one's settings. pytest-xdist's workers then take
+# one each (tests/conftest.py): tests that stop nodes or restart the ResourceManager still have
+# a cluster to themselves.
 # With RIG_DOCKER=1 the rig is rig.sh's Docker mode (root only), and the command also gets
 # SUBM_DOCKER_RIG naming it (what the docker_yarn tests read).
 # The command's exit status is this script's.
@@ -16,11 +20,14 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ $# -gt 0 ] || { echo "usage: with-rig.sh CMD [ARG...]" >&2; exit 2; }
 
-dir=$(mktemp -d /tmp/subm-rig.XXXXXX)
+dirs=()
+for _ in $(seq "${RIG_COUNT:-1}"); do dirs+=("$(mktemp -d /tmp/subm-rig.XXXXXX)"); done
 stop() {
   trap - EXIT INT TERM
-  bash "$repo/scripts/rig.sh" down "$dir"
-  if [ "${rc:-1}" = 0 ]; then rm -rf "$dir"; else echo "with-rig.sh: the rig's logs are kept in $dir" >&2; fi
+  local d
+  for d in "${dirs[@]}"; do bash "$repo/scripts/rig.sh" down "$d" & done
+  wait
+  if [ "${rc:-1}" = 0 ]; then rm -rf "${dirs[@]}"; else echo "with-rig.sh: the rigs' logs are kept in ${dirs[*]}" >&2; fi
 }
 trap stop EXIT
 child=""
@@ -28,10 +35,13 @@ on_signal() { rc=$1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait 
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
-bash "$repo/scripts/rig.sh" up "$dir" || { rc=1; echo "with-rig.sh: the rig did not start" >&2; exit 1; }
+for d in "${dirs[@]}"; do
+  bash "$repo/scripts/rig.sh" up "$d" || { rc=1; echo "with-rig.sh: the rig in $d did not start" >&2; exit 1; }
+done
+dir=${dirs[0]}
 # shellcheck disable=SC1091
 source "$dir/env.sh"
-export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers
+export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers SUBM_TEST_RIGS="${dirs[*]}"
 if [ "${RIG_DOCKER:-}" = 1 ]; then export SUBM_DOCKER_RIG=$dir; fi
 # In the background, so that a TERM to this script reaches the command too; a background
 # command would ignore SIGINT (bash's rule without job control), which tests of Ctrl-C need.

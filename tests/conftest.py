@@ -21,6 +21,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
+
+
+def _take_this_workers_rig() -> None:
+    """Where scripts/with-rig.sh started several rigs (RIG_COUNT, SUBM_TEST_RIGS) and pytest-xdist
+    runs several workers, worker N takes rig N: its settings (rig.sh's env.sh, its skein config
+    and drivers) replace the first rig's before anything reads them. Each YARN test then has a
+    cluster to itself, as in a run of one worker."""
+    rigs = os.environ.get("SUBM_TEST_RIGS", "").split()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if len(rigs) < 2 or not worker.startswith("gw"):
+        return
+    rig = rigs[int(worker[2:]) % len(rigs)]
+    dump = subprocess.run(["bash", "-c", 'source "$1/env.sh" && env -0', "-", rig],
+                          capture_output=True, check=True).stdout.decode()
+    os.environ.update(line.split("=", 1) for line in dump.split("\0") if "=" in line)
+    os.environ.update(SKEIN_CONFIG=f"{rig}/skein", SUBM_SKEIN_HOME=f"{rig}/skein-drivers")
+
+
+_take_this_workers_rig()
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 #: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
@@ -77,6 +96,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             and NO_CONTAINER_EXECUTOR not in reason):
         report.outcome = "failed"
         report.longrepr = f"CI runs every yarn test, but this one skipped: {reason}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """For pytest-xdist's ``--dist loadgroup`` (scripts/test.sh's pass 1, a rig per worker): a
+    module's tests go to one worker, so that a module's fixtures (a job submitted once, read by
+    several tests) run once; the modules that use the isolated rig go to one worker together,
+    so that it starts once."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        uses_isolated = "isolated_rig" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("isolated-rig" if uses_isolated else item.module.__name__))
 
 
 @pytest.fixture(scope="session", autouse=True)
