@@ -40,6 +40,9 @@ def _take_this_workers_rig() -> None:
 
 
 _take_this_workers_rig()
+#: The rig's nodes share nothing with this machine (rig.sh's RIG_ISOLATED=1): neither this
+#: checkout nor its venv is there, so every job's environment travels (see subm_argv).
+ISOLATED_NODES = os.environ.get("RIG_ISOLATED") == "1"
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 #: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
@@ -206,8 +209,10 @@ def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # The rig's nodes (but isolated ones) see this checkout and its venv at their paths, which
     # is what SUBM_SHIP_ENVIRONMENT=no says: packing this venv (gigabytes, torch and TensorFlow)
     # for each rig would cost CI minutes. The tests of the environment that travels unset it
-    # (tests/test_the_environment_travels_to_nodes_that_have_nothing.py).
-    monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
+    # (tests/test_the_environment_travels_to_nodes_that_have_nothing.py); on isolated nodes
+    # every job's does (from a venv without torch and TensorFlow: travelling_python).
+    if not ISOLATED_NODES:
+        monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
     return home
 
 
@@ -219,8 +224,32 @@ def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+_travelling: List[str] = []
+
+
+def travelling_python() -> str:
+    """The interpreter of a venv that holds submarine-py[yarn,sweep] and nothing else (made once per
+    session, from this one's base interpreter): on isolated nodes, ``subm`` runs from it, so
+    that what travels is a user's environment of a few hundred MB, not this one's gigabytes of
+    PyTorch and TensorFlow."""
+    if not _travelling:
+        root = Path(tempfile.mkdtemp(prefix="subm-travelling-venv."))
+        base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+        subprocess.run([base, "-m", "venv", str(root)], check=True, timeout=120)
+        done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q",
+                               "--disable-pip-version-check", "-e", f"{REPO}[yarn,sweep]"],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode:
+            pytest.fail(f"cannot make the travelling venv in {root}:\n{done.stderr[-3000:]}")
+        _travelling.append(str(root / "bin" / "python"))
+    return _travelling[0]
+
+
 def subm_argv(*args: str, python: Optional[str] = None) -> List[str]:
-    """``subm ARGS...`` run by ``python`` (by default this interpreter)."""
+    """``subm ARGS...`` run by ``python`` (by default this interpreter; on isolated nodes that
+    of :func:`travelling_python`)."""
+    if python is None and ISOLATED_NODES:
+        python = travelling_python()
     return [python or sys.executable, "-m", "submarine_py.cli", *args]
 
 

@@ -168,6 +168,7 @@ def test_sigterm_to_subm_run_leaves_no_process_of_the_job(tmp_path):
 
 # -- hostile paths ---------------------------------------------------------------------------
 
+@pytest.mark.shared_paths("environment.python under /tmp")
 def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_path, apps):
     folder = tmp_path / "py$(touch pwned)`touch pwned2`"
     folder.mkdir()

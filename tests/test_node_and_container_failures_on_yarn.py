@@ -144,6 +144,7 @@ def die_tasks_first(n: int, marker: Path) -> None:
 
 # -- a node that dies ---------------------------------------------------------------------------
 
+@pytest.mark.shared_paths("a marker file under /tmp")
 @needs_killable_rig
 def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spending_no_max_restarts(tmp_path, apps):
     node_mb = max(int(n.get("usedMemoryMB", 0)) + int(n.get("availMemoryMB", 0)) for n in rm_nodes())
@@ -196,6 +197,7 @@ def missing_interpreter(tmp_path: Path) -> Path:
     return wrapper
 
 
+@pytest.mark.shared_paths("environment.python under /tmp")
 def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_yarns_reason(tmp_path, apps):
     rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path))
     apps.append(report.get("app_id"))
@@ -210,6 +212,7 @@ def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_ya
     assert diag in app["diagnostics"]
 
 
+@pytest.mark.shared_paths("environment.python under /tmp")
 def test_launches_that_keep_failing_end_the_job_before_its_restarts_are_spent(tmp_path, apps):
     rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path),
                               policy="gang", max_restarts=20, timeout=300)
@@ -236,6 +239,7 @@ def am_pids(app_id: str) -> List[int]:
     return pids
 
 
+@pytest.mark.shared_paths("a marker file under /tmp")
 def test_an_am_killed_is_replaced_by_a_new_attempt_that_restarts_the_gang(tmp_path, apps):
     marker = tmp_path / "go"
     app_id = detach(JOBS / "am-loss.yaml", apps, marker=marker)

@@ -45,6 +45,7 @@ def pack(path: Path) -> Path:
     return path
 
 
+@pytest.mark.shared_paths("the environment cache under /tmp")
 @pytest.mark.parametrize("name", ["env.tar.gz", "env.zip"])
 def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_path, apps, name):  # noqa: F811
     archive = pack(tmp_path / name)
@@ -81,6 +82,7 @@ def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_pat
     assert len(entries) == 1 and (entries[0] / "lib" / "envmarker.py").exists()
 
 
+@pytest.mark.shared_paths("the environment cache under /tmp")
 def test_an_archive_on_the_cluster_filesystem_is_localized_once_for_every_later_job(tmp_path, apps):  # noqa: F811
     """environment.archive as a cluster path: YARN keeps it in the node's per-user cache
     (PRIVATE), so the second job neither copies, hashes nor unpacks it again."""

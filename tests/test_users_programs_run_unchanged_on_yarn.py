@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import YARN_CONF_DIR, require_yarn, subm, subm_env, write_job
+from conftest import YARN_CONF_DIR, require_yarn, subm, subm_argv, subm_env, write_job
 from userprogram import VENV_MARK, make_venv, results, write_project
 
 RM = require_yarn()
@@ -55,6 +55,7 @@ def user_venvs(tmp_path_factory) -> Dict[bool, Path]:
     return {site: make_venv(root / f"env-{site}", system_site_packages=site) for site in (False, True)}
 
 
+@pytest.mark.shared_paths("environment.python: a venv under /tmp")
 @pytest.mark.parametrize("system_site,gpus", [(False, 0), (True, 1)],
                          ids=["venv-cpu", "venv-system-site-gpu"])
 def test_a_multi_file_program_runs_from_the_users_venv_on_yarn(tmp_path, user_venvs, system_site, gpus):
@@ -119,7 +120,7 @@ def test_in_a_tensorflow_ps_job_the_chief_decides_the_end(tmp_path):
           worker: {instances: 2, command: "python -c 'import time; time.sleep(3600)'", resources: {memory: 512 MiB}}
           ps: {command: "python -c 'import time; time.sleep(3600)'", resources: {memory: 512 MiB}}
         """)
-    rc, report, err = yarn_run(sys.executable, job)
+    rc, report, err = yarn_run(subm_argv()[0], job)
     assert rc == 0 and report["state"] == "SUCCEEDED", f"{report}\n{err}"
     states = {f"{t['role']}:{t['index']}": (t["state"], t["tracked"]) for t in report["tasks"]}
     assert states["chief:0"] == ("SUCCEEDED", True)
@@ -182,6 +183,7 @@ def test_without_a_shared_dir_the_example_checkpoints_to_the_cluster_filesystem(
                        env=dict(os.environ, HADOOP_CONF_DIR=YARN_CONF_DIR))
 
 
+@pytest.mark.shared_paths("its shared_dir under /tmp")
 def test_a_shared_dir_the_am_cannot_create_fails_the_job_saying_so(tmp_path):
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the shared folder should be")

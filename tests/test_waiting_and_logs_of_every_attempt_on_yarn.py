@@ -33,6 +33,7 @@ def section(out: str, title: str) -> str:
 
 # -- subm wait ---------------------------------------------------------------------------------
 
+@pytest.mark.shared_paths("a marker file under /tmp")
 def test_subm_wait_times_out_with_124_then_ends_with_the_jobs_report(tmp_path, apps):
     marker = tmp_path / "go"
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="wait", marker=marker, max_seconds=120)
@@ -58,6 +59,7 @@ def test_subm_wait_exits_1_for_a_failed_job_and_2_for_an_unknown_one(apps):
 
 # -- logs of every attempt ----------------------------------------------------------------------
 
+@pytest.mark.shared_paths("a marker file under /tmp")
 def test_logs_show_every_am_attempt_and_the_tasks_of_the_lost_one(tmp_path, apps):
     """The AM of attempt 1 is killed; attempt 2 restarts the gang in new containers. Afterwards
     `subm logs` shows both AMs' logs, and each task's logs from both of its containers."""
