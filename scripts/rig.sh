@@ -18,7 +18,7 @@
 #                   once into SUBM_RIG_CACHE (${XDG_CACHE_HOME:-~/.cache}/subm-rig) by Maven
 #   RIG_NODES       nodes (3)
 #   RIG_HOST, RIG_NODE_BASE   the masters' address and the nodes' base (127.0.0.RIG_NODE_BASE+i);
-#                   unset: the first pair whose ports are free (127.0.0.3/40, 127.0.0.5/80, ...)
+#                   unset: the first pair whose ports are free (127.0.0.3/40, 127.0.0.5/100, ...)
 #   RIG_GPUS, RIG_MEM_MB, RIG_VCORES   yarn.io/gpu units, memory and vcores per node (4, 16384, 16)
 #   RIG_NM_EXPIRY_MS  silence after which the RM declares a node LOST (600000)
 #   RIG_QUEUES      capacity-scheduler leaf queues NAME:CAPACITY,... (teama:50,teamb:50; default: default:100)
@@ -86,7 +86,8 @@ rig_java "$RIG_HADOOP_VERSION" "${RIG_KERBEROS:-}"
 # Two rigs never share a port: take the lock, pick free addresses, start, release.
 exec 9>/tmp/subm-rig-ports.lock
 flock 9
-free() {  # free HOST PORT...: every port bindable on HOST
+free() {  # free HOST PORT...: every port bindable on HOST (strictly: without SO_REUSEADDR, so that a
+  # port the connections of a rig stopped a moment ago still hold in TIME_WAIT is not taken)
   python3 - "$@" <<'PY'
 import socket, sys
 host = sys.argv[1]
@@ -108,11 +109,17 @@ nodes_free() {  # nodes_free BASE
 }
 masters_free() { free "$1" 8020 8030 8031 8032 8033 8088 9870; }
 if [ -z "${RIG_HOST:-}" ]; then
-  for pair in 3:40 5:100 7:120 8:160 9:200; do  # never 127.0.0.80-82: the Kerberized rig's
-    h=127.0.0.${pair%%:*} b=${pair##*:}
-    if masters_free "$h" && nodes_free "$b"; then RIG_HOST=$h RIG_NODE_BASE=$b; break; fi
+  # A rig stopped a moment ago holds its ports a while (TIME_WAIT: 60 s): take another pair, or
+  # wait up to 90 s for one.
+  pairs="3:40 5:100 7:120 8:160 9:200 6:60 10:220 11:240"  # never 127.0.0.80-82: the Kerberized rig's
+  for _ in $(seq 18); do
+    for pair in $pairs; do
+      h=127.0.0.${pair%%:*} b=${pair##*:}
+      if masters_free "$h" && nodes_free "$b"; then RIG_HOST=$h RIG_NODE_BASE=$b; break 2; fi
+    done
+    sleep 5
   done
-  [ -n "${RIG_HOST:-}" ] || { say "no free loopback addresses for a rig (tried 127.0.0.3,5,7,8,9)"; exit 1; }
+  [ -n "${RIG_HOST:-}" ] || { say "no free loopback addresses for a rig within 90 s (tried 127.0.0.3,5,7,8,9,6,10,11)"; exit 1; }
 fi
 export RIG_HOST RIG_NODE_BASE=${RIG_NODE_BASE:-40}
 say "starting Hadoop $RIG_HADOOP_VERSION in $dir: NameNode and RM on $RIG_HOST, $RIG_NODES node(s) from 127.0.0.$((RIG_NODE_BASE + 1))${RIG_ISOLATED:+, isolated}${RIG_KERBEROS:+, Kerberos}"
