@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from fake_skein import FakeApp, skein_container
-from submarine_py.backends.yarn.capacity import admit_at_submission, whole_gang
+from submarine_py.backends.yarn.capacity import admit_at_submission, not_granted, whole_gang
 from submarine_py.backends.yarn.containers import YarnContainers
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.plan import make_plan
@@ -198,3 +198,15 @@ def test_a_gang_sent_back_to_waiting_gives_back_the_containers_whose_executors_r
     assert sorted(app.killed) == ["worker_0", "worker_1", "worker_2", "worker_3"]
     assert am.job.executors["worker_0"].instructions[-1]["op"] == "exit"
     assert sorted(am.job.to_launch) == sorted(am.job.tasks)
+
+
+def test_a_container_the_rm_reserved_for_the_gang_counts_as_its_own_not_as_room_taken():
+    """The CapacityScheduler reserves a container on a node that is full for now: the queue's
+    use counts it, the job's containers do not. Seen on the preemption rig: 2 of 6 one-GPU
+    workers granted, a third reserved, and the AM found 3 GPUs free for the 4 it thought it
+    lacked, and sent its own gang back to waiting."""
+    tasks = plan_of(6, gpus=1).tasks
+    assert [t.index for t in not_granted(tasks, running=3, reserved_mb=0)] == [2, 3, 4, 5]
+    assert [t.index for t in not_granted(tasks, running=3, reserved_mb=1024)] == [3, 4, 5]
+    assert [t.index for t in not_granted(tasks, running=3, reserved_mb=1000)] == [2, 3, 4, 5]  # less than one
+    assert not_granted(tasks, running=7, reserved_mb=2048) == []

@@ -49,6 +49,24 @@ def needs_of(tasks: Sequence[TaskPlan], min_memory_mb: int = DEFAULT_MIN_MEMORY_
     return tuple(as_asked(t.resources.memory_mb, t.resources.vcores, t.resources.gpus, min_memory_mb) for t in tasks)
 
 
+def not_granted(tasks: Sequence[TaskPlan], running: int, reserved_mb: int,
+                min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> List[TaskPlan]:
+    """The tasks of a gang asked for with the application that the RM has not granted yet, from
+    its count of the job's containers (``running``, its AM's included) and the memory it
+    reserved for the job (``reserved_mb``). A container the scheduler reserves for the job on a
+    node that is full for now counts in the queue's use but not among the job's containers: it
+    is the gang's own, and counted as granted, or the gang would find the room its own
+    reservation takes missing."""
+    rest = list(tasks)[max(0, running - 1):]
+    while rest and reserved_mb > 0:
+        need = as_asked(rest[0].resources.memory_mb, rest[0].resources.vcores, rest[0].resources.gpus, min_memory_mb)
+        if need.memory_mb > reserved_mb:
+            break
+        reserved_mb -= need.memory_mb
+        rest.pop(0)
+    return rest
+
+
 def gang_tag(plan: Plan) -> str:
     """The job's gang as a YARN tag: ``subm-gang:2x2048m1c1g+1x1024m1c0g`` (count x per task)."""
     groups: Dict[Tuple[int, int, int], int] = {}
@@ -184,8 +202,10 @@ class Capacity:
         #: This job as the RM lists it (when it started, its priority): how others order it.
         self.started_at: Optional[float] = None
         self.priority = 0
-        #: Containers the RM counts for this job now, its AM's included.
+        #: Containers the RM counts for this job now, its AM's included, and the memory it
+        #: reserved for the job on nodes full for now (see :func:`not_granted`).
         self.running = 0
+        self.reserved_mb = 0
         value = rm.conf_value("yarn.scheduler.minimum-allocation-mb")
         self.min_memory_mb = int(value) if value and value.isdigit() else DEFAULT_MIN_MEMORY_MB
         self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
@@ -201,6 +221,7 @@ class Capacity:
                 self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
                 self.priority = int(a.get("priority") or 0)
                 self.running = int(a.get("runningContainers") or 0)
+                self.reserved_mb = int(a.get("reservedMB") or 0)
         return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
                     queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
                     preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))

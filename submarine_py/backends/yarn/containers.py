@@ -26,7 +26,7 @@ from ...plan import Plan, TaskPlan
 from ...admission import Room, Verdict, admit
 from ...am.containers import Containers, Ended, Held
 from ...states import GateState, JobState, Placement
-from .capacity import PROGRESS, Capacity, room_words
+from .capacity import PROGRESS, Capacity, not_granted, room_words
 from .dropped import Dropped
 from .exits import container_end, refused_at_node
 from .held import LAUNCH_PAUSE_ENV, held_containers
@@ -200,7 +200,7 @@ class YarnContainers(Containers):
         room = self._room()
         if room is None or self.capacity is None:
             return True
-        rest = list(tasks)[max(0, self.capacity.running - 1):]
+        rest = not_granted(tasks, self.capacity.running, self.capacity.reserved_mb, self.capacity.min_memory_mb)
         if not rest:
             return True
         verdict = admit(self.capacity.me(rest, self.submitted_at), room, now=time.time())
