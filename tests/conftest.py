@@ -5,6 +5,7 @@ tests never see each other's jobs nor the user's ``~/.submarine``.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -210,7 +211,7 @@ def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # is what SUBM_SHIP_ENVIRONMENT=no says: packing this venv (gigabytes, torch and TensorFlow)
     # for each rig would cost CI minutes. The tests of the environment that travels unset it
     # (tests/test_the_environment_travels_to_nodes_that_have_nothing.py); on isolated nodes
-    # every job's does (from a venv without torch and TensorFlow: travelling_python).
+    # every job's does (from a venv without torch and TensorFlow: subm_python).
     if not ISOLATED_NODES:
         monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
     return home
@@ -224,33 +225,34 @@ def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-_travelling: List[str] = []
-
-
-def travelling_python() -> str:
-    """The interpreter of a venv that holds submarine-py[yarn,sweep] and nothing else (made once per
-    session, from this one's base interpreter): on isolated nodes, ``subm`` runs from it, so
-    that what travels is a user's environment of a few hundred MB, not this one's gigabytes of
-    PyTorch and TensorFlow."""
-    if not _travelling:
-        root = Path(tempfile.mkdtemp(prefix="subm-travelling-venv."))
-        base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
-        subprocess.run([base, "-m", "venv", str(root)], check=True, timeout=120)
-        done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", "-e", f"{REPO}[yarn,sweep]"],
-                              capture_output=True, text=True, timeout=900)
+def venv_with_subm(venv: Path, extras: str, *editable: Path) -> Path:
+    """A user's venv at ``venv``, made from this machine's base interpreter, holding
+    ``submarine-py[extras]`` and the ``editable`` projects (``pip install -e``) and nothing else;
+    returns its interpreter."""
+    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    for project in (f"{REPO}[{extras}]", *map(str, editable)):
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                               "-e", project], capture_output=True, text=True, timeout=600)
         if done.returncode:
-            pytest.fail(f"cannot make the travelling venv in {root}:\n{done.stderr[-3000:]}")
-        _travelling.append(str(root / "bin" / "python"))
-    return _travelling[0]
+            pytest.fail(f"cannot install {project} into {venv}:\n{done.stderr[-3000:]}")
+    return python
+
+
+@functools.lru_cache(maxsize=None)
+def subm_python() -> str:
+    """The interpreter that runs ``subm`` in the tests: this one, but on isolated nodes that of a
+    venv of submarine-py[yarn,sweep] alone (made once per session), so that what travels is a
+    user's environment of a few hundred MB, not this one's gigabytes of PyTorch and TensorFlow."""
+    if not ISOLATED_NODES:
+        return sys.executable
+    return str(venv_with_subm(Path(tempfile.mkdtemp(prefix="subm-travelling-venv.")) / "venv", "yarn,sweep"))
 
 
 def subm_argv(*args: str, python: Optional[str] = None) -> List[str]:
-    """``subm ARGS...`` run by ``python`` (by default this interpreter; on isolated nodes that
-    of :func:`travelling_python`)."""
-    if python is None and ISOLATED_NODES:
-        python = travelling_python()
-    return [python or sys.executable, "-m", "submarine_py.cli", *args]
+    """``subm ARGS...`` run by ``python`` (by default :func:`subm_python`)."""
+    return [python or subm_python(), "-m", "submarine_py.cli", *args]
 
 
 def subm(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None,

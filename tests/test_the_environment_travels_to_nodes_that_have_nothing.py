@@ -9,7 +9,6 @@ packs and uploads nothing; a change to the code being worked on ships that code 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Dict, Tuple
 
 import pytest
 
-from conftest import REPO, write_job
+from conftest import venv_with_subm, write_job
 from test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing import rig_env
 
 pytestmark = pytest.mark.yarn
@@ -42,12 +41,7 @@ def user_venv(tmp_path_factory) -> Tuple[Path, Path]:
         version = "0.1"
     """))
     (project / "travelpkg" / "__init__.py").write_text("VALUE = 1\n")
-    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
-    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    for args in (["-e", f"{REPO}[yarn]"], ["-e", str(project)]):
-        done = subprocess.run(pip + args, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+    venv_with_subm(venv, "yarn", project)
     return venv, project
 
 

@@ -143,7 +143,7 @@ def test_a_job_whose_environment_the_nodes_lack_fails_at_once_saying_which_node_
     say in one line which node, what it lacks and what to set, not skein's "exit code 127, see
     logs". (Where the environment travels, such a job runs:
     tests/test_the_environment_travels_to_nodes_that_have_nothing.py.)"""
-    from conftest import run_json, subm_argv, write_job
+    from conftest import run_json, subm_python, write_job
 
     conf = str(isolated_rig / "conf")
     env = dict(rig_env(conf), SKEIN_CONFIG=str(tmp_path / "skein"), SUBM_SKEIN_HOME=str(tmp_path / "skein"),
@@ -161,7 +161,7 @@ def test_a_job_whose_environment_the_nodes_lack_fails_at_once_saying_which_node_
     assert rc == 1 and report["state"] == "FAILED", (report, err)
     said = report["diagnostics"]
     assert said.startswith("node ") and "127.0.0." in said, said  # the node, by the name YARN gives it
-    assert subm_argv()[0] in said or "lacks skein or submarine_py" in said, said  # what it lacks (subm's interpreter)
+    assert subm_python() in said or "lacks skein or submarine_py" in said, said  # what it lacks (subm's interpreter)
     assert "set environment.python" in said and "see logs" not in said, said  # what to set
     rc, status, _ = run_json("status", report["app_id"], env=env)
     assert status["diagnostics"] == said

@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import YARN_CONF_DIR, require_yarn, subm, subm_argv, subm_env, write_job
+from conftest import YARN_CONF_DIR, require_yarn, subm, subm_env, subm_python, write_job
 from userprogram import VENV_MARK, make_venv, results, write_project
 
 RM = require_yarn()
@@ -120,7 +120,7 @@ def test_in_a_tensorflow_ps_job_the_chief_decides_the_end(tmp_path):
           worker: {instances: 2, command: "python -c 'import time; time.sleep(3600)'", resources: {memory: 512 MiB}}
           ps: {command: "python -c 'import time; time.sleep(3600)'", resources: {memory: 512 MiB}}
         """)
-    rc, report, err = yarn_run(subm_argv()[0], job)
+    rc, report, err = yarn_run(subm_python(), job)
     assert rc == 0 and report["state"] == "SUCCEEDED", f"{report}\n{err}"
     states = {f"{t['role']}:{t['index']}": (t["state"], t["tracked"]) for t in report["tasks"]}
     assert states["chief:0"] == ("SUCCEEDED", True)

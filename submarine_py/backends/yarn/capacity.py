@@ -58,13 +58,11 @@ def not_granted(tasks: Sequence[TaskPlan], running: int, reserved_mb: int,
     is the gang's own, and counted as granted, or the gang would find the room its own
     reservation takes missing."""
     rest = list(tasks)[max(0, running - 1):]
-    while rest and reserved_mb > 0:
-        need = as_asked(rest[0].resources.memory_mb, rest[0].resources.vcores, rest[0].resources.gpus, min_memory_mb)
+    for taken, need in enumerate(needs_of(rest, min_memory_mb)):
         if need.memory_mb > reserved_mb:
-            break
+            return rest[taken:]
         reserved_mb -= need.memory_mb
-        rest.pop(0)
-    return rest
+    return []
 
 
 def gang_tag(plan: Plan) -> str:
