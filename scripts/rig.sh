@@ -25,7 +25,8 @@
 #   RIG_PREEMPTION  1: YARN's preemption monitor (checks every second, kills 3 s after asking)
 #   RIG_ISOLATED    1: nodes that share nothing with the submitting machine (root): each node's
 #                   daemons and containers in a mount namespace without /tmp, homes, this
-#                   checkout or its virtualenv (scripts/rig/isolate.sh)
+#                   checkout or its virtualenv (scripts/rig/isolate.sh); only DIR/shared (RIG_SHARED
+#                   in env.sh) is mounted on every node, as an NFS share would be
 #   RIG_KERBEROS    1: a Kerberized cluster (root): a KDC, keytabs, SPNEGO, HDFS tokens
 #                   (scripts/rig/kerberos.sh)
 #   RIG_DOCKER      1: the LinuxContainerExecutor and YARN's Docker runtime need Hadoop's setuid
@@ -127,7 +128,7 @@ say "starting Hadoop $RIG_HADOOP_VERSION in $dir: NameNode and RM on $RIG_HOST, 
 # Each `up` formats a new HDFS: what a rig left in DIR before (its DataNodes' blocks, whose
 # cluster id no longer matches, the RM's saved applications, the nodes' caches) goes first.
 rm -rf "$dir"/rm-state "$dir"/tmp "$dir"/node*/hdfs-data "$dir"/node*/nm-local
-mkdir -p "$dir"/{logs,pids,tmp}
+mkdir -p "$dir"/{logs,pids,tmp,shared}
 for i in $(seq "$RIG_NODES"); do mkdir -p "$dir/node$i"/{nm-local,nm-logs,logs,pids,hdfs-data}; done
 head -c 32 /dev/urandom | base64 >"$dir/http-secret"
 python3 "$rigdir/conf.py" "$dir"
@@ -141,6 +142,7 @@ export RIG_DIR=$dir RIG_NODES=$RIG_NODES RIG_HOST=$RIG_HOST RIG_NODE_BASE=$RIG_N
 export RIG_HADOOP_VERSION=$RIG_HADOOP_VERSION RIG_ISOLATED=${RIG_ISOLATED:-} RIG_KERBEROS=${RIG_KERBEROS:-}
 export RIG_GPUS=${RIG_GPUS:-4} RIG_QUEUES=${RIG_QUEUES:-} RIG_PREEMPTION=${RIG_PREEMPTION:-}
 export RIG_HIDE="$hide"
+export RIG_SHARED=$dir/shared
 ENV
 if [ "${RIG_KERBEROS:-}" = 1 ]; then bash "$rigdir/kerberos.sh" up "$dir" >>"$dir/up.log" 2>&1 || { cat "$dir/up.log" >&2; exit 1; }; fi
 # shellcheck disable=SC1091

@@ -240,6 +240,34 @@ def venv_with_subm(venv: Path, extras: str, *editable: Path) -> Path:
     return python
 
 
+@pytest.fixture
+def shared_tmp_path(tmp_path: Path) -> Path:
+    """A folder that this machine and every node see at the same path, for what a test's job
+    shares with it or across nodes (a marker file the job waits for, ``shared_dir``, an
+    environment cache): on the project's rig, a new folder in its shared one (RIG_SHARED, mounted
+    on every node as an NFS share would be, isolated ones included); elsewhere ``tmp_path``."""
+    root = os.environ.get("RIG_SHARED")
+    return Path(tempfile.mkdtemp(prefix=f"{tmp_path.name}.", dir=root)) if root else tmp_path
+
+
+@functools.lru_cache(maxsize=None)
+def preinstalled_python() -> str:
+    """An interpreter with submarine-py at a path every node has, as where admins install one
+    environment on every node (``environment.python``): this one where the nodes see this
+    machine's folders; for isolated nodes a venv of submarine-py[yarn] made once per session
+    in the rig's shared folder from the operating system's python3, which the nodes have too."""
+    if not ISOLATED_NODES:
+        return sys.executable
+    venv = Path(tempfile.mkdtemp(prefix="preinstalled.", dir=os.environ["RIG_SHARED"])) / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           f"{REPO}[yarn]"], capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        pytest.fail(f"cannot install submarine-py into {venv}:\n{done.stderr[-3000:]}")
+    return str(python)
+
+
 @functools.lru_cache(maxsize=None)
 def subm_python() -> str:
     """The interpreter that runs ``subm`` in the tests: this one, but on isolated nodes that of a

@@ -64,9 +64,8 @@ def test_two_containers_of_two_processes_each_all_reduce_over_gloo_on_yarn(tmp_p
     assert sorted(ranks) == [0, 1, 2, 3]
 
 
-@pytest.mark.shared_paths("its shared_dir under /tmp")
-def test_a_failed_local_rank_restarts_the_gang_in_the_same_containers_on_yarn(tmp_path, apps):
-    shared = tmp_path / "nfs"  # the program remembers its first failure in SUBM_SHARED_DIR
+def test_a_failed_local_rank_restarts_the_gang_in_the_same_containers_on_yarn(tmp_path, shared_tmp_path, apps):
+    shared = shared_tmp_path / "nfs"  # the program remembers its first failure in SUBM_SHARED_DIR
     shared.mkdir()
     job = write_job(tmp_path / "job", f"""\
         name: fails-once

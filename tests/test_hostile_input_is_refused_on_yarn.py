@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 import pytest
 import requests
 
-from conftest import describe_processes, processes_of, run_json, start_subm, subm, wait_for, write_job
+from conftest import describe_processes, preinstalled_python, processes_of, run_json, start_subm, subm, wait_for, write_job
 from test_jobs_run_end_to_end_on_yarn import (  # noqa: F401 (apps: a fixture)
     RM, YARN, apps, detach, nm_urls, rm_app, rm_get, running_tasks, status, wait_final)
 
@@ -168,12 +168,11 @@ def test_sigterm_to_subm_run_leaves_no_process_of_the_job(tmp_path):
 
 # -- hostile paths ---------------------------------------------------------------------------
 
-@pytest.mark.shared_paths("environment.python under /tmp")
-def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_path, apps):
-    folder = tmp_path / "py$(touch pwned)`touch pwned2`"
+def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_path, shared_tmp_path, apps):
+    folder = shared_tmp_path / "py$(touch pwned)`touch pwned2`"  # every node has it
     folder.mkdir()
-    wrapper = folder / "python"  # this interpreter (a symlink would lose the virtualenv)
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    wrapper = folder / "python"  # an interpreter with subm (a symlink would lose the virtualenv)
+    wrapper.write_text(f"#!/bin/sh\nexec {preinstalled_python()} \"$@\"\n")
     wrapper.chmod(0o755)
     job = write_job(tmp_path, f"""\
         name: hostile-python
@@ -186,7 +185,7 @@ def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_
     rc, report, err = run_json("run", str(job), "--backend", "yarn", "--quiet", env=YARN, timeout=240)
     apps.append(report.get("app_id"))
     assert rc == 0 and report["state"] == "SUCCEEDED", f"{report.get('diagnostics')}\n{err}"
-    assert not glob.glob(f"{tmp_path}/pwned*") and not glob.glob("pwned*")
+    assert not glob.glob(f"{shared_tmp_path}/pwned*") and not glob.glob("pwned*")
 
 
 def test_a_hostile_files_destination_is_refused_before_submission(tmp_path):

@@ -145,10 +145,9 @@ def test_yarn_records_the_user_who_killed_a_job(cluster_b):
 
 # -- a ResourceManager restart ------------------------------------------------------------
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_run_status_and_logs_ride_out_a_resource_manager_restart(cluster_b, tmp_path):
+def test_run_status_and_logs_ride_out_a_resource_manager_restart(cluster_b, shared_tmp_path):
     """Work-preserving RM recovery keeps the job; the client waits for the RM instead of failing."""
-    marker = tmp_path / "go"
+    marker = shared_tmp_path / "go"
     env = on(cluster_b.conf_dir)
     run = start_subm("run", str(JOBS / "wait-for-marker.yaml"), "--backend", "yarn", "--output", "json",
                      "--set", "name=rm-restart", "--set", f"marker={marker}", "--set", "max_seconds=300", env=env)

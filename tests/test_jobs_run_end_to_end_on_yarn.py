@@ -190,9 +190,8 @@ def test_the_pytorch_ddp_example_succeeds_on_yarn(apps):
     assert rm_app(report["app_id"])["finalStatus"] == "SUCCEEDED"
 
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_the_resource_manager_accounts_the_gpus_of_running_tasks(tmp_path, apps):
-    marker = tmp_path / "go"
+def test_the_resource_manager_accounts_the_gpus_of_running_tasks(shared_tmp_path, apps):
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="gpus", gpus=1, instances=2,
                     marker=marker, max_seconds=120)
     try:
@@ -368,9 +367,8 @@ def test_stopping_subm_run_kills_the_application(apps):
              interval=0.5)
 
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_a_detached_job_has_status_and_logs(tmp_path, apps):
-    marker = tmp_path / "go"
+def test_a_detached_job_has_status_and_logs(shared_tmp_path, apps):
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="detach", marker=marker, max_seconds=120)
     try:
         # --detach returned with the job still running: it waits for the marker.

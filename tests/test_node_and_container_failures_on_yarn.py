@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import requests
 
-from conftest import REPO, YARN_CONF_DIR, wait_for
+from conftest import REPO, YARN_CONF_DIR, preinstalled_python, wait_for
 from test_jobs_run_end_to_end_on_yarn import (  # noqa: F401 (apps: a fixture)
     JOBS, RM, apps, detach, rm_app, rm_get, rm_nodes, run_job, wait_final)
 
@@ -144,11 +143,11 @@ def die_tasks_first(n: int, marker: Path) -> None:
 
 # -- a node that dies ---------------------------------------------------------------------------
 
-@pytest.mark.shared_paths("a marker file under /tmp")
 @needs_killable_rig
-def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spending_no_max_restarts(tmp_path, apps):
+def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spending_no_max_restarts(
+        shared_tmp_path, apps):
     node_mb = max(int(n.get("usedMemoryMB", 0)) + int(n.get("availMemoryMB", 0)) for n in rm_nodes())
-    marker = tmp_path / "go"
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "spread-workers.yaml", apps, marker=marker, memory_mb=int(node_mb * 0.4))
     report = wait_for(lambda: gang_running(app_id, 4), timeout=180, what="4 workers running", interval=0.5,
                       explain=lambda: cluster_picture(app_id))
@@ -188,18 +187,18 @@ def test_a_node_that_dies_is_noticed_and_its_tasks_run_again_on_other_nodes_spen
 
 # -- containers that never start ----------------------------------------------------------------
 
-def missing_interpreter(tmp_path: Path) -> Path:
-    """An interpreter that exists for the AM and is missing for executors (exit 127 on start)."""
-    wrapper = tmp_path / "python"
+def missing_interpreter(folder: Path) -> Path:
+    """An interpreter that exists for the AM and is missing for executors (exit 127 on start),
+    in ``folder``, which every node sees (shared_tmp_path)."""
+    wrapper = folder / "python"
     wrapper.write_text(f'#!/bin/sh\nif [ -n "$SUBM_ROLE" ]; then exec /nonexistent/subm-test/python3 "$@"; fi\n'
-                       f'exec {sys.executable} "$@"\n')
+                       f'exec {preinstalled_python()} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 
 
-@pytest.mark.shared_paths("environment.python under /tmp")
-def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_yarns_reason(tmp_path, apps):
-    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path))
+def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_yarns_reason(shared_tmp_path, apps):
+    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(shared_tmp_path))
     apps.append(report.get("app_id"))
     assert rc == 1, err
     assert report["state"] == "FAILED" and report["attempts"] == 1
@@ -212,9 +211,8 @@ def test_a_container_that_cannot_start_fails_a_never_restart_job_at_once_with_ya
     assert diag in app["diagnostics"]
 
 
-@pytest.mark.shared_paths("environment.python under /tmp")
-def test_launches_that_keep_failing_end_the_job_before_its_restarts_are_spent(tmp_path, apps):
-    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(tmp_path),
+def test_launches_that_keep_failing_end_the_job_before_its_restarts_are_spent(shared_tmp_path, apps):
+    rc, report, err = run_job(JOBS / "missing-interpreter.yaml", python=missing_interpreter(shared_tmp_path),
                               policy="gang", max_restarts=20, timeout=300)
     apps.append(report.get("app_id"))
     assert rc == 1, err
@@ -239,9 +237,8 @@ def am_pids(app_id: str) -> List[int]:
     return pids
 
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_an_am_killed_is_replaced_by_a_new_attempt_that_restarts_the_gang(tmp_path, apps):
-    marker = tmp_path / "go"
+def test_an_am_killed_is_replaced_by_a_new_attempt_that_restarts_the_gang(shared_tmp_path, apps):
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "am-loss.yaml", apps, marker=marker)
     wait_for(lambda: gang_running(app_id, 2), timeout=180, what="both workers running", interval=0.5)
     pids = am_pids(app_id)

@@ -45,11 +45,10 @@ def pack(path: Path) -> Path:
     return path
 
 
-@pytest.mark.shared_paths("the environment cache under /tmp")
 @pytest.mark.parametrize("name", ["env.tar.gz", "env.zip"])
-def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_path, apps, name):  # noqa: F811
+def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_path, shared_tmp_path, apps, name):  # noqa: F811
     archive = pack(tmp_path / name)
-    cache = tmp_path / "env-cache"
+    cache = shared_tmp_path / "env-cache"  # one cache that every node mounts
     job = write_job(tmp_path / "job", f"""\
         name: yarn-archive
         tags: [subm-test]
@@ -72,7 +71,7 @@ def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_pat
             assert "from the shipped archive" in out and str(cache) in out, out
         logs.append([container_log(task, "stderr") for task in report["tasks"]])
     first, second = logs
-    # First job: one container per node unpacked it (all the rig's nodes share /tmp),
+    # First job: one container unpacked it (every node mounts the cache folder),
     # the others waited for it; none unpacked it twice.
     assert sum("unpacked " in log for log in first) >= 1
     assert all(("unpacked " in log) != ("reusing the environment cached in" in log) for log in first), first
@@ -82,8 +81,8 @@ def test_an_archive_is_unpacked_once_per_node_and_reused_by_the_next_job(tmp_pat
     assert len(entries) == 1 and (entries[0] / "lib" / "envmarker.py").exists()
 
 
-@pytest.mark.shared_paths("the environment cache under /tmp")
-def test_an_archive_on_the_cluster_filesystem_is_localized_once_for_every_later_job(tmp_path, apps):  # noqa: F811
+def test_an_archive_on_the_cluster_filesystem_is_localized_once_for_every_later_job(  # noqa: F811
+        tmp_path, shared_tmp_path, apps):
     """environment.archive as a cluster path: YARN keeps it in the node's per-user cache
     (PRIVATE), so the second job neither copies, hashes nor unpacks it again."""
     hadoop = Path(os.environ.get("HADOOP_HOME", "/nonexistent"), "bin", "hadoop")
@@ -97,7 +96,7 @@ def test_an_archive_on_the_cluster_filesystem_is_localized_once_for_every_later_
     put = put.returncode == 0 and subprocess.run([str(hadoop), "fs", "-put", str(archive), folder],
                                                  capture_output=True, text=True, env=env)
     assert put and put.returncode == 0, put and put.stderr
-    cache = tmp_path / "env-cache"
+    cache = shared_tmp_path / "env-cache"  # one cache that every node mounts
     job = write_job(tmp_path / "job", f"""\
         name: yarn-remote-archive
         tags: [subm-test]

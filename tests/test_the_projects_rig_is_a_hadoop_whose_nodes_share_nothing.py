@@ -2,7 +2,8 @@
 users run: HDFS is its default filesystem, `hdfs dfs -put` and `-cat` work on it, skein stages
 applications there; and with RIG_ISOLATED=1 its nodes share nothing with the submitting
 machine: a container sees neither this checkout, nor its virtualenv, nor /tmp, nor the user's
-home, only the operating system, Java and what travelled through YARN and HDFS.
+home, only the operating system, Java, what travelled through YARN and HDFS, and the one folder
+the rig mounts on every node as an NFS share would be (RIG_SHARED).
 
     bash scripts/test.sh tests/test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing.py
 """
@@ -59,7 +60,7 @@ def test_hdfs_is_the_default_filesystem_and_dfs_put_and_cat_work():
 #: Run as a skein application on the isolated rig: each check prints what a node sees.
 PROBE = textwrap.dedent("""\
     import os, sys, json, skein
-    repo, venv = sys.argv[1], sys.argv[2]
+    repo, venv, shared = sys.argv[1], sys.argv[2], sys.argv[3]
     script = '''
     for p in {repo}/pyproject.toml {venv}/bin/python /root/.pyenv /tmp/rig-probe-marker; do
       [ -e "$p" ] && echo "SEES $p"
@@ -67,8 +68,9 @@ PROBE = textwrap.dedent("""\
     /usr/bin/python3 -c "import skein" 2>/dev/null && echo "SEES skein in the node's python3"
     echo "PYTHON $(command -v python3)"
     "$HADOOP_COMMON_HOME/bin/hdfs" dfs -cat /tmp/rig-probe.txt | sed "s/^/HDFS /"
+    sed "s/^/SHARED /" {shared}/probe.txt
     echo "JAVA $(test -x "$JAVA_HOME/bin/java" && echo yes)"
-    '''.format(repo=repo, venv=venv)
+    '''.format(repo=repo, venv=venv, shared=shared)
     spec = skein.ApplicationSpec(name="rig-probe", master=skein.Master(
         resources=skein.Resources(memory=256, vcores=1), script=script))
     with skein.Client() as client:
@@ -120,10 +122,11 @@ def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(is
     marker.write_text("on the submitting machine only")
     (tmp_path / "probe.txt").write_text("shipped through HDFS\n")
     assert hdfs(conf, "dfs", "-put", "-f", str(tmp_path / "probe.txt"), "/tmp/rig-probe.txt").returncode == 0
+    (isolated_rig / "shared" / "probe.txt").write_text("in the folder every node mounts\n")
     env = rig_env(conf)
     env["SKEIN_CONFIG"] = str(tmp_path / "skein")
-    probe = subprocess.run([sys.executable, "-c", PROBE, str(REPO), sys.prefix], env=env, capture_output=True,
-                           text=True, timeout=300)
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(REPO), sys.prefix, str(isolated_rig / "shared")],
+                           env=env, capture_output=True, text=True, timeout=300)
     marker.unlink()
     assert probe.returncode == 0, probe.stderr[-3000:]
     result = __import__("json").loads(probe.stdout.strip().splitlines()[-1])
@@ -132,6 +135,7 @@ def test_an_isolated_node_sees_only_its_os_java_and_what_travels_through_hdfs(is
     assert result["status"] == "SUCCEEDED", said
     assert "SEES" not in said, said
     assert "HDFS shipped through HDFS" in said and "JAVA yes" in said, said
+    assert "SHARED in the folder every node mounts" in said, said
     assert "PYTHON /usr/bin/python3" in said, said  # the node's own, not the submitter's
 
 

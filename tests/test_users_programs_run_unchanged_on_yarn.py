@@ -3,8 +3,8 @@
 The same multi-file program as ``test_users_programs_run_unchanged.py`` (sibling module, shipped package,
 nested data file, shipped folder, a package only the venv has), submitted from a fresh
 venv: on YARN each task must see real files laid out as locally, its ``python`` must be
-that venv, ``SUBM_SHARED_DIR`` must be the job's subfolder of ``shared_dir`` (on the rig
-every node is this machine, so any local folder is "mounted on every node").
+that venv, ``SUBM_SHARED_DIR`` must be the job's subfolder of ``shared_dir`` (on the rig, a
+folder of the one it mounts on every node: ``shared_tmp_path``).
 
     source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_users_programs_run_unchanged_on_yarn.py
 """
@@ -15,12 +15,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
-from conftest import YARN_CONF_DIR, require_yarn, subm, subm_env, subm_python, write_job
+from conftest import (ISOLATED_NODES, YARN_CONF_DIR, preinstalled_python, require_yarn, subm, subm_env,
+                      subm_python, write_job)
 from userprogram import VENV_MARK, make_venv, results, write_project
 
 RM = require_yarn()
@@ -32,9 +34,10 @@ YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
 APP_ID = re.compile(r"application_\d+_\d+")
 
 
-def yarn_run(python: str, job: Path, *args: str, timeout: float = 300):
+def yarn_run(python: str, job: Path, *args: str, timeout: float = 300, env: Optional[Dict[str, str]] = None):
     argv = [python, "-m", "submarine_py.cli", "run", str(job), "--backend", "yarn", "--output", "json", *args]
-    proc = subprocess.run(argv, env=subm_env(YARN), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, env=subm_env(dict(YARN, **(env or {}))), capture_output=True, text=True,
+                          timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr
     try:
         report = json.loads(proc.stdout)
@@ -51,23 +54,33 @@ def task_stdout(app_id: str, role: str, index: int) -> str:
 
 @pytest.fixture(scope="module")
 def user_venvs(tmp_path_factory) -> Dict[bool, Path]:
-    root = tmp_path_factory.mktemp("uservenvs")
-    return {site: make_venv(root / f"env-{site}", system_site_packages=site) for site in (False, True)}
+    """The user's venvs, with and without the system's site-packages. For isolated nodes they are
+    where every node has them (the rig's shared folder, as where admins install one), made from
+    the nodes' own python3, subm's dependencies those of the preinstalled environment."""
+    if not ISOLATED_NODES:
+        root = tmp_path_factory.mktemp("uservenvs")
+        return {site: make_venv(root / f"env-{site}", system_site_packages=site) for site in (False, True)}
+    root = Path(tempfile.mkdtemp(prefix="uservenvs.", dir=os.environ["RIG_SHARED"]))
+    deps = subprocess.run([preinstalled_python(), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    return {site: make_venv(root / f"env-{site}", system_site_packages=site, base="/usr/bin/python3", deps=deps)
+            for site in (False, True)}
 
 
-@pytest.mark.shared_paths("environment.python: a venv under /tmp")
 @pytest.mark.parametrize("system_site,gpus", [(False, 0), (True, 1)],
                          ids=["venv-cpu", "venv-system-site-gpu"])
-def test_a_multi_file_program_runs_from_the_users_venv_on_yarn(tmp_path, user_venvs, system_site, gpus):
+def test_a_multi_file_program_runs_from_the_users_venv_on_yarn(tmp_path, shared_tmp_path, user_venvs, system_site,
+                                                               gpus):
     venv_python = user_venvs[system_site]
-    shared_root = tmp_path / "nfs"
+    shared_root = shared_tmp_path / "nfs"
     shared_root.mkdir()
     job = write_project(tmp_path / "project", instances=3, extra=f"""\
         shared_dir: {shared_root}
         """)
     if gpus:
         job.write_text(job.read_text().replace("vcores: 1}", f"vcores: 1, gpus: {gpus}}}"))
-    rc, report, err = yarn_run(str(venv_python), job)
+    # The venv is on every node at its path: it need not travel.
+    rc, report, err = yarn_run(str(venv_python), job, env={"SUBM_SHIP_ENVIRONMENT": "no"})
     app_id = report["app_id"]
     assert rc == 0 and report["state"] == "SUCCEEDED", f"{report}\n{err}"
     found: List[Dict] = []
@@ -132,9 +145,9 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pytorch-project
 
 
 @pytest.mark.torch
-def test_the_pytorch_project_example_resumes_through_the_shared_dir_on_yarn(tmp_path):
+def test_the_pytorch_project_example_resumes_through_the_shared_dir_on_yarn(shared_tmp_path):
     pytest.importorskip("torch")
-    shared_root = tmp_path / "nfs"
+    shared_root = shared_tmp_path / "nfs"
     shared_root.mkdir()
     rc, report, err = yarn_run(sys.executable, EXAMPLE / "job.yaml", "--set", f"shared_dir={shared_root}",
                                "--set", "fail_at_epoch=3", timeout=600)
@@ -183,16 +196,15 @@ def test_without_a_shared_dir_the_example_checkpoints_to_the_cluster_filesystem(
                        env=dict(os.environ, HADOOP_CONF_DIR=YARN_CONF_DIR))
 
 
-@pytest.mark.shared_paths("its shared_dir under /tmp")
-def test_a_shared_dir_the_am_cannot_create_fails_the_job_saying_so(tmp_path):
-    blocked = tmp_path / "not-a-folder"
+def test_a_shared_dir_the_am_cannot_create_fails_the_job_saying_so(tmp_path, shared_tmp_path):
+    blocked = shared_tmp_path / "not-a-folder"
     blocked.write_text("a file where the shared folder should be")
     job = write_job(tmp_path / "job", f"""\
         name: bad-shared-dir
         shared_dir: {blocked}/jobs
         roles: {{worker: {{command: "true", resources: {{memory: 256 MiB}}}}}}
         """)
-    rc, report, err = yarn_run(sys.executable, job)
+    rc, report, err = yarn_run(subm_python(), job)
     assert rc == 1 and report["state"] == "FAILED", f"{report}\n{err}"
     assert f"shared_dir: cannot create {blocked}/jobs/{report['app_id']}" in report["diagnostics"]
 

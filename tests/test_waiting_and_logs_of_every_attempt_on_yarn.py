@@ -33,9 +33,8 @@ def section(out: str, title: str) -> str:
 
 # -- subm wait ---------------------------------------------------------------------------------
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_subm_wait_times_out_with_124_then_ends_with_the_jobs_report(tmp_path, apps):
-    marker = tmp_path / "go"
+def test_subm_wait_times_out_with_124_then_ends_with_the_jobs_report(shared_tmp_path, apps):
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="wait", marker=marker, max_seconds=120)
     rc, out, err = subm("wait", app_id, "--timeout", "3", env=YARN)
     assert rc == 124 and out == "", err
@@ -59,11 +58,10 @@ def test_subm_wait_exits_1_for_a_failed_job_and_2_for_an_unknown_one(apps):
 
 # -- logs of every attempt ----------------------------------------------------------------------
 
-@pytest.mark.shared_paths("a marker file under /tmp")
-def test_logs_show_every_am_attempt_and_the_tasks_of_the_lost_one(tmp_path, apps):
+def test_logs_show_every_am_attempt_and_the_tasks_of_the_lost_one(shared_tmp_path, apps):
     """The AM of attempt 1 is killed; attempt 2 restarts the gang in new containers. Afterwards
     `subm logs` shows both AMs' logs, and each task's logs from both of its containers."""
-    marker = tmp_path / "go"
+    marker = shared_tmp_path / "go"
     app_id = detach(JOBS / "am-loss.yaml", apps, marker=marker)
     first = wait_for(lambda: gang_running(app_id, 2), timeout=180, what="both workers running", interval=0.5)
     old = {t["index"]: t["container_id"] for t in first["tasks"]}

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 #: What the venv-only package holds.
 VENV_MARK = "installed only in the user's venv"
@@ -123,11 +123,14 @@ def _wheel(path: Path) -> Path:
     return wheel
 
 
-def make_venv(root: Path, system_site_packages: bool) -> Path:
-    """``python3 -m venv`` from the base interpreter, with ``venvonly`` pip-installed into it
-    (offline) and subm's own dependencies reachable through a ``.pth`` file; returns its
-    ``bin/python``. The base interpreter has neither ``venvonly`` nor subm's dependencies."""
-    base = getattr(sys, "_base_executable", None) or sys.executable
+def make_venv(root: Path, system_site_packages: bool, base: Optional[str] = None,
+              deps: Optional[str] = None) -> Path:
+    """``python3 -m venv`` from ``base`` (by default this one's base interpreter), with
+    ``venvonly`` pip-installed into it (offline) and subm's own dependencies reachable through a
+    ``.pth`` file naming ``deps`` (by default the site-packages of the venv running the tests);
+    returns its ``bin/python``. The base interpreter has neither ``venvonly`` nor subm's
+    dependencies."""
+    base = base or getattr(sys, "_base_executable", None) or sys.executable
     argv = [base, "-m", "venv", "--without-pip", str(root)]
     if system_site_packages:
         argv.insert(4, "--system-site-packages")
@@ -135,9 +138,10 @@ def make_venv(root: Path, system_site_packages: bool) -> Path:
     python = root / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
-    import click  # subm's dependencies live beside click in the venv running the tests
+    if deps is None:
+        import click  # subm's dependencies live beside click in the venv running the tests
 
-    deps = os.path.dirname(os.path.dirname(os.path.abspath(click.__file__)))
+        deps = os.path.dirname(os.path.dirname(os.path.abspath(click.__file__)))
     Path(site, "subm-deps.pth").write_text(deps + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
                     "--no-deps", str(_wheel(root.parent))], check=True)

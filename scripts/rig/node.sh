@@ -34,9 +34,11 @@ if [ "$action" = stop ] && [ "${FORCE:-}" = 1 ]; then
   exit 0
 fi
 if [ "$action" = start ] && [ "${RIG_ISOLATED:-}" = 1 ]; then
-  # What a node has: the OS, Java, the Hadoop jars, its folder (and the rig's keytabs).
+  # What a node has: the OS, Java, the Hadoop jars, its folder (and the rig's keytabs), and
+  # the rig's one shared folder, mounted on every node as an NFS share would be.
   export PATH=$HADOOP_HOME/bin:$JAVA_HOME/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   keep=("$JAVA_HOME" "$HADOOP_HOME")
+  [ -n "${RIG_SHARED:-}" ] && mkdir -p "$RIG_SHARED" && keep+=("$RIG_SHARED")
   [ -n "${RIG_KEEP:-}" ] && keep+=($RIG_KEEP)
   cp -f "$here/isolate.sh" "$HADOOP_HOME/bin/rig-isolate"
   export RIG_WRAP="unshare --mount --propagation private -- bash $HADOOP_HOME/bin/rig-isolate $node ${keep[*]} --"
