@@ -41,6 +41,9 @@ def _take_this_workers_rig() -> None:
 
 
 _take_this_workers_rig()
+#: Environments packed to travel are kept for this session and later ones in a folder of the
+#: tests' own (travel/kept.py), not in the user's; xdist workers share it, so each is packed once.
+os.environ.setdefault("SUBM_PACK_CACHE", os.path.join(tempfile.gettempdir(), "subm-test-packed"))
 #: The rig's nodes share nothing with this machine (rig.sh's RIG_ISOLATED=1): neither this
 #: checkout nor its venv is there, so every job's environment travels (see subm_argv).
 ISOLATED_NODES = os.environ.get("RIG_ISOLATED") == "1"

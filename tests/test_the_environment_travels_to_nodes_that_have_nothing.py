@@ -2,7 +2,8 @@
 the cluster's node has its OS, Java and Hadoop, nothing else (the isolated rig). ``subm run``
 packs the venv, its base interpreter and the editable installs' code, uploads each once to HDFS
 under the user's folder, and the AM, the executors and the tasks run from them. The next job
-packs and uploads nothing; a change to the code being worked on ships that code alone.
+packs and uploads nothing; a change to the code being worked on ships that code alone; another
+cluster gets the archives kept on this machine without packing them again.
 
     bash scripts/test.sh tests/test_the_environment_travels_to_nodes_that_have_nothing.py
 """
@@ -19,7 +20,7 @@ from typing import Dict, Tuple
 import pytest
 
 from conftest import venv_with_subm, write_job
-from test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing import rig_env
+from test_the_projects_rig_is_a_hadoop_whose_nodes_share_nothing import hdfs, rig_env
 
 pytestmark = pytest.mark.yarn
 
@@ -67,6 +68,7 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
     venv, project = user_venv
     conf = str(isolated_rig / "conf")
     env = {k: v for k, v in rig_env(conf).items() if k not in ("SUBM_SHIP_ENVIRONMENT", "PYTHONPATH")}
+    env["SUBM_PACK_CACHE"] = str(tmp_path / "packed")  # the user's first submission ever: nothing kept
     env.update(SKEIN_CONFIG=str(tmp_path / "skein"), SUBM_SKEIN_HOME=str(tmp_path / "skein"),
                PATH=f"{venv / 'bin'}:{env['PATH']}")
     job = write_job(tmp_path / "job", """\
@@ -106,3 +108,15 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
     shipped = re.search(r"subm: code: packed .*travelpkg.* \(([\d.]+) MB\)", said)
     assert shipped and float(shipped.group(1)) < 1.0, said
     assert all(line.endswith(" 2") for line in task_lines(venv, third["app_id"], env))
+
+    # Another cluster (here: this one, its copies removed) gets the archives kept on this
+    # machine, uploaded as they are: the gigabytes are not packed again.
+    from submarine_py.backends.yarn.rest import yarn_user
+
+    gone = hdfs(conf, "dfs", "-rm", "-r", "-f", "-skipTrash", f"/user/{yarn_user()}/.subm/environments")
+    assert gone.returncode == 0, gone.stderr
+    fourth, said = submit(venv, job, env)
+    assert fourth["state"] == "SUCCEEDED", (fourth, said)
+    assert "packing" not in said, said
+    assert re.search(rf"subm: environment: {re.escape(str(venv))} packed earlier \([\d.]+ MB, kept in "
+                     rf"{re.escape(env['SUBM_PACK_CACHE'])}\), uploaded to hdfs://\S+ in [\d.]+ s", said), said

@@ -104,9 +104,8 @@ class Travel:
 
     def ensure(self, files: Files, say: Callable[[str], None]) -> None:
         """Put on the cluster's filesystem each part it lacks, saying what was reused, packed and
-        uploaded, with the time each took."""
-        from . import packing
-
+        uploaded, with the time each took. A part packed for an earlier submission (to this
+        cluster or another) is uploaded as it was kept (``kept.py``), not packed again."""
         uploaded = False
         for part in self.parts:
             path = files.path(part.uri)
@@ -114,27 +113,39 @@ class Travel:
                 say(f"{part.what}: reusing {part.uri}")
                 continue
             uploaded = True
-            if part.what != "code":  # gigabytes take minutes: say what it waits for
-                say(f"{part.what}: {files.where.uri}{path} is not there yet: packing {self._source(part)} "
-                    "(once: later jobs reuse it)")
-            with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:
-                local = os.path.join(tmp, os.path.basename(path))
-                began = time.monotonic()
-                if part.what == "code":
+            if part.what == "code":
+                with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:  # packed already: plan()
+                    local = os.path.join(tmp, os.path.basename(path))
                     with open(local, "wb") as f:
                         f.write(self.code)
-                elif part.what == "interpreter":
-                    packing.pack_base(self.installed, local)
-                else:
-                    packing.pack_environment(self.installed, local)
-                packed = time.monotonic() - began
-                size = os.path.getsize(local)
-                began = time.monotonic()
-                files.put(local, path)
-                say(f"{part.what}: packed {self._source(part)} ({size / 1e6:.1f} MB) in {packed:.1f} s, "
+                    began = time.monotonic()
+                    files.put(local, path)
+                say(f"code: packed {self._source(part)} ({len(self.code) / 1e6:.1f} MB) in 0.0 s, "
                     f"uploaded to {part.uri} in {time.monotonic() - began:.1f} s")
+                continue
+            self._pack_and_put(part, path, files, say)
         if uploaded:  # something changed: what an earlier one left may be stale now
             self.prune(files, say)
+
+    def _pack_and_put(self, part: Part, path: str, files: Files, say: Callable[[str], None]) -> None:
+        from . import kept, packing
+
+        pack = packing.pack_base if part.what == "interpreter" else packing.pack_environment
+        began = time.monotonic()
+
+        def packing_now(out: str) -> None:  # gigabytes take minutes: say what it waits for
+            say(f"{part.what}: {files.where.uri}{path} is not there yet: packing {self._source(part)} "
+                "(once: later jobs reuse it)")
+            pack(self.installed, out)
+
+        with kept.archive(os.path.basename(path), packing_now) as (local, fresh):
+            packed = time.monotonic() - began
+            size = os.path.getsize(local)
+            began = time.monotonic()
+            files.put(local, path)
+        how = f"packed {self._source(part)} ({size / 1e6:.1f} MB) in {packed:.1f} s" if fresh else \
+            f"{self._source(part)} packed earlier ({size / 1e6:.1f} MB, kept in {os.path.dirname(local)})"
+        say(f"{part.what}: {how}, uploaded to {part.uri} in {time.monotonic() - began:.1f} s")
 
     def prune(self, files: Files, say: Callable[[str], None]) -> None:
         """Remove from the folder of the parts what nothing uses any more (``pruning.py``)."""
