@@ -48,14 +48,20 @@ stop_drivers() {  # skein drivers (JVMs) whose driver file lies under $dir
     pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f" 2>/dev/null) || continue
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && say "stopped skein driver $pid ($f)"
   done < <(find "$dir" -name driver -type f 2>/dev/null)
+  # and those started for it from elsewhere (a test's own SUBM_SKEIN_HOME, another venv's): the
+  # configuration they run with lies in a folder named after the RM's host (skein_driver.py).
+  for pid in $(pgrep -f com.anaconda.skein.Driver 2>/dev/null); do
+    f=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^HADOOP_CONF_DIR=//p')
+    case $f in */"$RIG_HOST"-*/*) kill "$pid" 2>/dev/null && say "stopped skein driver $pid (for $RIG_HOST: $f)" ;; esac
+  done
   return 0
 }
 
 down() {
   [ -f "$dir/env.sh" ] || { say "no rig in $dir"; return 0; }
-  stop_drivers
   # shellcheck disable=SC1091
   source "$dir/env.sh"
+  stop_drivers
   local i
   for i in $(seq "$RIG_NODES"); do RIG_DIR=$dir bash "$rigdir/node.sh" stop "$i" >/dev/null 2>&1 & done
   ( export HADOOP_CONF_DIR=$dir/conf; yarn --daemon stop resourcemanager; hdfs --daemon stop namenode ) >/dev/null 2>&1
