@@ -47,6 +47,8 @@ STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBM
                 "KILLED": JobState.KILLED}
 #: YARN application states after which nothing changes.
 YARN_ENDED = ("FINISHED", "FAILED", "KILLED")
+#: Finished jobs whose reports `subm history` reads at a time (finished_reports).
+REPORT_READERS = 8
 
 
 class YarnBackend(Backend):
@@ -377,11 +379,17 @@ class YarnBackend(Backend):
 
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
         """This user's finished applications of subm that the RM still lists (its
-        ``yarn.resourcemanager.max-completed-applications``, 1000 by default)."""
+        ``yarn.resourcemanager.max-completed-applications``, 1000 by default), oldest first.
+        Each report takes a few requests (the RM, the AM's node): :data:`REPORT_READERS` at a
+        time, since the first ``subm history`` on a busy cluster finds hundreds."""
         apps = self.rm_now.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"], user=yarn_user())
-        for a in sorted(apps, key=lambda a: a.get("startedTime") or 0):
-            if a.get("id") and a["id"] not in known:
-                yield self.status(a["id"])
+        ids = [a["id"] for a in sorted(apps, key=lambda a: a.get("startedTime") or 0)
+               if a.get("id") and a["id"] not in known]
+        if not ids:
+            return
+        _ = self.rm  # resolved (and logged in) once, before the readers share it
+        with ThreadPoolExecutor(max_workers=min(REPORT_READERS, len(ids))) as readers:
+            yield from readers.map(self.status, ids)
 
     def cluster(self) -> Dict[str, Any]:
         from ...cluster import yarn_cluster
