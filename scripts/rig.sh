@@ -43,14 +43,15 @@ say() { echo "rig.sh: $*" >&2; }
 source "$rigdir/hadoop.sh"
 
 stop_drivers() {  # skein drivers (JVMs) whose driver file lies under $dir
-  local f pid
+  local f pid stopped=" "
   while IFS= read -r f; do
     pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f" 2>/dev/null) || continue
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && say "stopped skein driver $pid ($f)"
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && stopped+="$pid " && say "stopped skein driver $pid ($f)"
   done < <(find "$dir" -name driver -type f 2>/dev/null)
   # and those started for it from elsewhere (a test's own SUBM_SKEIN_HOME, another venv's): the
   # configuration they run with lies in a folder named after the RM's host (skein_driver.py).
   for pid in $(pgrep -f com.anaconda.skein.Driver 2>/dev/null); do
+    [[ $stopped == *" $pid "* ]] && continue
     f=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^HADOOP_CONF_DIR=//p')
     case $f in */"$RIG_HOST"-*/*) kill "$pid" 2>/dev/null && say "stopped skein driver $pid (for $RIG_HOST: $f)" ;; esac
   done

@@ -79,7 +79,11 @@ def cluster_b():
 
 
 def on(rig_conf: str, **extra: str) -> Dict[str, str]:
-    return {"HADOOP_CONF_DIR": rig_conf, **extra}
+    """subm's environment for a job on the rig ``rig_conf``. Cluster B is a plain rig: its nodes
+    see this machine's folders, so the environment need not travel there, even from a pass whose
+    own rig (A) has isolated nodes."""
+    plain = {} if rig_conf == YARN_CONF_DIR else {"SUBM_SHIP_ENVIRONMENT": "no"}
+    return {"HADOOP_CONF_DIR": rig_conf, **plain, **extra}
 
 
 def detach(job: str, conf_dir: str, *sets: str) -> str:

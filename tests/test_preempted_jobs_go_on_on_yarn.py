@@ -44,7 +44,8 @@ class Cluster:
         self.rig_env = {k: rig_env[k] for k in ("HADOOP_HOME", "JAVA_HOME", "PATH") if k in rig_env}
 
     def env(self) -> Dict[str, str]:
-        return {**self.rig_env, "HADOOP_CONF_DIR": self.conf_dir}
+        # A plain rig: its nodes see this machine's folders, so the environment need not travel.
+        return {**self.rig_env, "HADOOP_CONF_DIR": self.conf_dir, "SUBM_SHIP_ENVIRONMENT": "no"}
 
     def app(self, app_id: str) -> Dict[str, Any]:
         resp = requests.get(f"{self.rm}/ws/v1/cluster/apps/{app_id}", headers={"Accept": "application/json"},
