@@ -271,13 +271,32 @@ def preinstalled_python() -> str:
     return str(python)
 
 
-@functools.lru_cache(maxsize=None)
+#: Whether the running test is marked torch or tensorflow (set by _frameworks_travel).
+_NEEDS_FRAMEWORKS = False
+
+
+@pytest.fixture(autouse=True)
+def _frameworks_travel(request: pytest.FixtureRequest):
+    """On isolated nodes a PyTorch or TensorFlow test submits from this venv, its frameworks
+    travelling with it (packed once for all rigs: travel/kept.py): see subm_python."""
+    global _NEEDS_FRAMEWORKS
+    _NEEDS_FRAMEWORKS = any(request.node.get_closest_marker(m) for m in ("torch", "tensorflow"))
+    yield
+    _NEEDS_FRAMEWORKS = False
+
+
 def subm_python() -> str:
-    """The interpreter that runs ``subm`` in the tests: this one, but on isolated nodes that of a
-    venv of submarine-py[yarn,sweep] alone (made once per session), so that what travels is a
-    user's environment of a few hundred MB, not this one's gigabytes of PyTorch and TensorFlow."""
-    if not ISOLATED_NODES:
+    """The interpreter that runs ``subm`` in the tests: this one, but on isolated nodes, for a test
+    that needs neither PyTorch nor TensorFlow, that of a venv of submarine-py[yarn,sweep] alone
+    (made once per session), so that what travels is a user's environment of a few hundred MB,
+    not this one's gigabytes."""
+    if not ISOLATED_NODES or _NEEDS_FRAMEWORKS:
         return sys.executable
+    return _slim_python()
+
+
+@functools.lru_cache(maxsize=None)
+def _slim_python() -> str:
     return str(venv_with_subm(Path(tempfile.mkdtemp(prefix="subm-travelling-venv.")) / "venv", "yarn,sweep"))
 
 

@@ -47,9 +47,9 @@ def steps_in(shared: Path, app_id: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def test_an_elastic_job_starts_with_min_while_gpus_are_taken_and_grows_when_they_come_back(tmp_path, apps):
-    marker = tmp_path / "go"
-    shared = tmp_path / "shared"
+def test_an_elastic_job_starts_with_min_while_gpus_are_taken_and_grows_when_they_come_back(shared_tmp_path, apps):
+    marker = shared_tmp_path / "go"
+    shared = shared_tmp_path / "shared"
     shared.mkdir()
     holder = detach(JOBS / "room-holder.yaml", apps, instances=2, memory_mb=worker_mb(), marker=marker)
     wait_for(lambda: running_tasks(holder, 2), timeout=180, what="the holder's 2 workers running (2 nodes)",
@@ -74,8 +74,8 @@ def test_an_elastic_job_starts_with_min_while_gpus_are_taken_and_grows_when_they
 
 
 @needs_killable_rig
-def test_an_elastic_job_that_loses_a_node_goes_on_with_fewer(tmp_path, apps):
-    shared = tmp_path / "shared"
+def test_an_elastic_job_that_loses_a_node_goes_on_with_fewer(shared_tmp_path, apps):
+    shared = shared_tmp_path / "shared"
     shared.mkdir()
     # One worker a node.
     app_id = detach(JOBS / "elastic-allreduce.yaml", apps, min=2, max=3, memory_mb=worker_mb(), shared_dir=shared,

@@ -31,10 +31,10 @@ def task_stdout(app_id: str, index: int, attempt: int = 0) -> str:
     return out
 
 
-def lightning_job(tmp_path):
+def lightning_job(tmp_path, shared_tmp_path):
     """The example, with its checkpoints in a shared folder every node sees."""
     example = (REPO / "examples" / "pytorch-lightning" / "job.yaml").read_text()
-    shared = tmp_path / "nfs"
+    shared = shared_tmp_path / "nfs"
     shared.mkdir()
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "train.py").write_text((REPO / "examples" / "pytorch-lightning" / "train.py").read_text())
@@ -43,9 +43,9 @@ def lightning_job(tmp_path):
     return job
 
 
-def test_lightning_on_three_nodes_resumes_after_a_gang_restart_on_yarn(tmp_path, apps):
+def test_lightning_on_three_nodes_resumes_after_a_gang_restart_on_yarn(tmp_path, shared_tmp_path, apps):
     pytest.importorskip("pytorch_lightning")
-    job = lightning_job(tmp_path)
+    job = lightning_job(tmp_path, shared_tmp_path)
     rc, report, err = run_job(job, timeout=420, nodes=3, epochs=3, fail_once_at=1)
     apps.append(report.get("app_id"))
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"
@@ -56,9 +56,9 @@ def test_lightning_on_three_nodes_resumes_after_a_gang_restart_on_yarn(tmp_path,
     assert "resuming from" in outs[0]
 
 
-def test_lightning_with_two_processes_per_task_on_yarn(tmp_path, apps):
+def test_lightning_with_two_processes_per_task_on_yarn(tmp_path, shared_tmp_path, apps):
     pytest.importorskip("pytorch_lightning")
-    job = lightning_job(tmp_path)
+    job = lightning_job(tmp_path, shared_tmp_path)
     rc, report, err = run_job(job, timeout=420, nodes=2, processes=2, epochs=2)
     apps.append(report.get("app_id"))
     assert rc == 0, f"{report.get('diagnostics')}\n{err}"

@@ -1,9 +1,9 @@
 """test_tensorboard_shows_what_tasks_write.py on the YARN rig: a short PyTorch DDP training and a
 short TensorFlow one log their loss into SUBM_TENSORBOARD_DIR, ``tensorboard/`` in the job's
-subfolder of ``shared_dir`` (every node of the rig is this machine, so a local folder is "mounted
-on every node"). While they run, ``tensorboard_url`` serves the losses; the text status shows the
-URL, and so does the AM's page that YARN's tracking URL links to. The job ends SUCCEEDED when
-its training tasks do, TensorBoard stopped with it.
+subfolder of ``shared_dir`` (in the folder the rig mounts on every node: shared_tmp_path). While
+they run, ``tensorboard_url`` serves the losses; the text status shows the URL, and so does the
+AM's page that YARN's tracking URL links to. The job ends SUCCEEDED when its training tasks do,
+TensorBoard stopped with it.
 
     source /tmp/yarn-rig/env.sh && python3 -m pytest -m yarn tests/test_tensorboard_shows_what_tasks_write_on_yarn.py
 """
@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from conftest import (describe_processes, processes_of, require_yarn, run_json, subm,
+from conftest import (ISOLATED_NODES, describe_processes, processes_of, require_yarn, run_json, subm,
                       wait_for, write_job)
 from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running, python_for
 
@@ -32,19 +32,23 @@ pytestmark = [pytest.mark.yarn,
 
 @pytest.mark.parametrize("kind", [pytest.param("torch", marks=pytest.mark.torch),
                                   pytest.param("tensorflow", marks=pytest.mark.tensorflow)])
-def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(kind, tmp_path, apps, request):
+def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(kind, tmp_path, shared_tmp_path, apps,
+                                                                               request):
     if importlib.util.find_spec(kind) is None:
         pytest.skip(f"{kind} is not installed")
     spec, runs = JOBS[kind]
-    shared_root = tmp_path / "nfs"
+    shared_root = shared_tmp_path / "nfs"
     shared_root.mkdir()
     extra = f"shared_dir: {shared_root}\ntags: [subm-test]\n"
-    python = python_for(kind, request)
+    files = {"tensorboard_scalars.py": PROGRAM.read_text()}
+    python = None if ISOLATED_NODES else python_for(kind, request)
     if python:  # the job's own environment (the AM's, its tasks', TensorBoard's), as its users' is
         extra += f"environment: {{python: {python}}}\n"
+    elif kind == "torch":  # this venv travels, TensorFlow with it: a module of the job's own hides it
+        files["tensorflow.py"] = 'raise ImportError("TensorFlow is hidden from this PyTorch job")\n'
+        spec = spec.replace("files: [tensorboard_scalars.py]", "files: [tensorboard_scalars.py, tensorflow.py]")
     # write_job dedents the whole text: the spec's own indentation must go before adding to it.
-    job = write_job(tmp_path / "job", textwrap.dedent(spec) + extra,
-                    files={"tensorboard_scalars.py": PROGRAM.read_text()})
+    job = write_job(tmp_path / "job", textwrap.dedent(spec) + extra, files=files)
     rc, out, err = subm("run", str(job), "--backend", "yarn", "--detach", env=YARN)
     assert rc == 0, err
     app_id = out.strip()
