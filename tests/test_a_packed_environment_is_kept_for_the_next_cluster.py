@@ -102,3 +102,13 @@ def test_by_default_archives_are_kept_in_the_users_cache_folder(tmp_path, monkey
     monkeypatch.delenv(kept.PACK_CACHE, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert kept.folder() == str(tmp_path / "xdg" / "subm" / "packed")
+
+
+def test_a_cache_folder_that_cannot_be_written_keeps_nothing_and_the_job_goes_on(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(kept.PACK_CACHE, str(blocked / "packed"))
+    calls: List[str] = []
+    with kept.archive("env-venv-eee.tar.gz", packer(calls)) as (path, fresh):
+        assert fresh and os.path.exists(path) and not path.startswith(str(blocked))
+    assert len(calls) == 1

@@ -42,18 +42,24 @@ def kind(name: str) -> str:
 @contextlib.contextmanager
 def archive(name: str, pack: Callable[[str], None]) -> Iterator[Tuple[str, bool]]:
     """The path of the packed archive ``name`` and whether it was packed now: kept from an earlier
-    submission, else made by ``pack(path)`` (and kept, unless keeping is off: then it is removed
-    when the block ends)."""
+    submission, else made by ``pack(path)`` and kept; where keeping is off, or its folder cannot
+    be written, made in a temporary folder removed when the block ends."""
     where = folder()
-    if where is None:
+    lock = None
+    if where is not None:
+        try:
+            os.makedirs(where, exist_ok=True)
+            lock = open(os.path.join(where, name) + ".lock", "a")
+        except OSError:  # a folder that cannot be written (a read-only home): keep nothing
+            where = None
+    if where is None or lock is None:
         with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:
             path = os.path.join(tmp, name)
             pack(path)
             yield path, True
         return
-    os.makedirs(where, exist_ok=True)
     path = os.path.join(where, name)
-    with open(path + ".lock", "a") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another submission packing it: wait, then reuse
         fresh = not os.path.exists(path)
         if fresh:
