@@ -52,7 +52,8 @@ stop_drivers() {  # skein drivers (JVMs) whose driver file lies under $dir
   # configuration they run with lies in a folder named after the RM's host (skein_driver.py).
   for pid in $(pgrep -f com.anaconda.skein.Driver 2>/dev/null); do
     [[ $stopped == *" $pid "* ]] && continue
-    f=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^HADOOP_CONF_DIR=//p')
+    # (a driver may end meanwhile, another rig's stopped beside this one: then go on, never exit)
+    f=$({ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | sed -n 's/^HADOOP_CONF_DIR=//p') || continue
     case $f in */"$RIG_HOST"-*/*) kill "$pid" 2>/dev/null && say "stopped skein driver $pid (for $RIG_HOST: $f)" ;; esac
   done
   return 0
