@@ -228,16 +228,18 @@ def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def venv_with_subm(venv: Path, extras: str, *editable: Path) -> Path:
-    """A user's venv at ``venv``, made from this machine's base interpreter, holding
-    ``submarine-py[extras]`` and the ``editable`` projects (``pip install -e``) and nothing else;
-    returns its interpreter."""
-    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
-    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=120)
+def venv_with_subm(venv: Path, extras: str, *editable: Path, base: Optional[str] = None) -> Path:
+    """A user's venv at ``venv``, made from ``base`` (by default this machine's base interpreter),
+    holding ``submarine-py[extras]`` and the ``editable`` projects (``pip install -e``) and nothing
+    else; returns its interpreter. With ``base`` given, submarine-py is installed as a copy, not
+    editable: the venv then needs nothing of this machine but that interpreter."""
+    made_from = base or os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    subprocess.run([made_from, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    for project in (f"{REPO}[{extras}]", *map(str, editable)):
+    subm = [] if base else ["-e"]
+    for how, project in ((subm, f"{REPO}[{extras}]"), *((["-e"], str(e)) for e in editable)):
         done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                               "-e", project], capture_output=True, text=True, timeout=600)
+                               *how, project], capture_output=True, text=True, timeout=600)
         if done.returncode:
             pytest.fail(f"cannot install {project} into {venv}:\n{done.stderr[-3000:]}")
     return python
@@ -262,13 +264,7 @@ def preinstalled_python() -> str:
     if not ISOLATED_NODES:
         return sys.executable
     venv = Path(tempfile.mkdtemp(prefix="preinstalled.", dir=os.environ["RIG_SHARED"])) / "venv"
-    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           f"{REPO}[yarn]"], capture_output=True, text=True, timeout=600)
-    if done.returncode:
-        pytest.fail(f"cannot install submarine-py into {venv}:\n{done.stderr[-3000:]}")
-    return str(python)
+    return str(venv_with_subm(venv, "yarn", base="/usr/bin/python3"))
 
 
 #: Whether the running test is marked torch or tensorflow (set by _frameworks_travel).

@@ -114,13 +114,15 @@ class Travel:
                 continue
             uploaded = True
             if part.what == "code":
-                with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:  # packed already: plan()
+                with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:  # packed by plan(): written out
                     local = os.path.join(tmp, os.path.basename(path))
+                    began = time.monotonic()
                     with open(local, "wb") as f:
                         f.write(self.code)
+                    written = time.monotonic() - began
                     began = time.monotonic()
                     files.put(local, path)
-                say(f"code: packed {self._source(part)} ({len(self.code) / 1e6:.1f} MB) in 0.0 s, "
+                say(f"code: packed {self._source(part)} ({len(self.code) / 1e6:.1f} MB) in {written:.1f} s, "
                     f"uploaded to {part.uri} in {time.monotonic() - began:.1f} s")
                 continue
             self._pack_and_put(part, path, files, say)

@@ -52,7 +52,7 @@ def archive(name: str, pack: Callable[[str], None]) -> Iterator[Tuple[str, bool]
             lock = open(os.path.join(where, name) + ".lock", "a")
         except OSError:  # a folder that cannot be written (a read-only home): keep nothing
             where = None
-    if where is None or lock is None:
+    if lock is None:
         with tempfile.TemporaryDirectory(prefix="subm-pack-") as tmp:
             path = os.path.join(tmp, name)
             pack(path)
