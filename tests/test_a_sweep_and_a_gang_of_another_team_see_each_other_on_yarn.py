@@ -15,6 +15,7 @@ from typing import Dict
 import pytest
 
 from conftest import run_json, write_job
+from submarine_py.admission import STARVE_SECONDS
 from test_teams_share_gpus_on_yarn import (YARN, ran, said, status, submit, team_queues,
                                            wait, wait_running)
 
@@ -97,13 +98,21 @@ def test_an_older_gang_waiting_goes_before_a_younger_sweep_waiting_behind_it(tmp
     an older gang of another team waiting for every GPU goes first when they come free, then
     the sweep. A sweep that said nothing read as a gang whose containers are arriving (skein's
     default progress, 10 %): ahead of every job, never passed; the gang waited for the sweep,
-    the sweep for the older gang, until the gang's queue_seconds ran out."""
+    the sweep for the older gang, until the gang's queue_seconds ran out.
+
+    The hog's GPUs come free once the gang has waited STARVE_SECONDS: from then on no younger
+    job passes it (admission's rule). Before, a younger job that fits may go first (backfill),
+    and the hog's six GPUs come free node by node, as each NodeManager reports its containers
+    ended: the sweep's one fits before the gang's six do (CI, 2026-11-29, on a loaded machine).
+    """
     hog = submit(tmp_path, "hog", 6, 600, "teama")  # until killed, once both wait
     wait_running(hog)
-    gang = submit(tmp_path, "gang-older", 6, 5, "teamb", extra="timeouts: {queue_seconds: 150}")
+    gang_submitted = time.monotonic()
+    gang = submit(tmp_path, "gang-older", 6, 5, "teamb", extra="timeouts: {queue_seconds: 200}")
     assert waiting_for(gang).startswith("waiting for 6 GPUs")
     sweep = submit_sweep(tmp_path, "sweep-younger", "teama", trials=1, parallel=1, seconds=5)
     assert waiting_for(sweep).startswith("waiting for 1 GPU")
+    time.sleep(max(0.0, gang_submitted + STARVE_SECONDS + 5 - time.monotonic()))
     assert status(hog)["state"] == "RUNNING"  # both wait for the hog's GPUs
     rc, _, err = run_json("kill", hog, env=YARN, timeout=120)  # its GPUs come free
     assert rc == 0, err
