@@ -14,8 +14,7 @@
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
 #   1. the other tests but docker_yarn, sharing, preemption, secure, two at a time, each on a 3-node
-#      rig of its own (Hadoop 3.4.2): 1a on isolated nodes (RIG_ISOLATED=1, root) those whose jobs
-#      need nothing of this machine, 1b on plain ones the rest (torch, tensorflow)
+#      rig of its own (Hadoop 3.4.2), whose nodes are isolated (RIG_ISOLATED=1) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
@@ -97,20 +96,17 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
       -n "$workers" -m "$NO_CLUSTER" --durations=10
     # Pass 1 holds most YARN tests, whose time goes mostly in waiting for YARN: two at a time,
     # each on a rig of its own (RIG_COUNT: tests/conftest.py gives each xdist worker one), a
-    # module's tests on one worker. Where nodes can be isolated (root, unshare), those that can
-    # run on nodes sharing nothing with this machine do (1a: every job's environment travels,
-    # from a venv of submarine-py[yarn,sweep]; what a test shares with its jobs is in the rig's
-    # one shared folder), the rest on plain rigs (1b): PyTorch's and TensorFlow's (this venv's
-    # gigabytes would travel to each rig).
+    # module's tests on one worker. Where nodes can be isolated (root, unshare), on nodes that
+    # share nothing with this machine but the rig's one shared folder: every job's environment
+    # travels (from a venv of submarine-py[yarn,sweep]), but PyTorch's and TensorFlow's, whose
+    # jobs run this venv from the shared folder as installed on every node (tests/venvs.py:
+    # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
     yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure"
-    travels="not torch and not tensorflow"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
-      pass "1a (two isolated rigs, the YARN tests whose jobs need nothing of this machine; 2 at a time)" \
-        RIG_ISOLATED=1 RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1 and $travels" --durations=0
-      pass "1b (two plain rigs, the other YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
-        RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1 and not ($travels)" --durations=15
+      pass "1 (two isolated rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
+        RIG_ISOLATED=1 RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=0
     else
-      say "isolated nodes need root and unshare: pass 1 runs every test of 1a and 1b on plain rigs"
+      say "isolated nodes need root and unshare: pass 1 runs on plain rigs"
       pass "1 (two plain rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
         RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
     fi

@@ -5,7 +5,6 @@ tests never see each other's jobs nor the user's ``~/.submarine``.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -19,6 +18,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pytest
+
+from venvs import (ISOLATED_NODES, preinstalled_python, python_without, shared_python,  # noqa: F401
+                   slim_python, venv_with_subm)
 
 REPO = Path(__file__).resolve().parent.parent
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
@@ -44,9 +46,6 @@ _take_this_workers_rig()
 #: Environments packed to travel are kept for this session and later ones in a folder of the
 #: tests' own (travel/kept.py), not in the user's; xdist workers share it, so each is packed once.
 os.environ.setdefault("SUBM_PACK_CACHE", os.path.join(tempfile.gettempdir(), "subm-test-packed"))
-#: The rig's nodes share nothing with this machine (rig.sh's RIG_ISOLATED=1): neither this
-#: checkout nor its venv is there, so every job's environment travels (see subm_argv).
-ISOLATED_NODES = os.environ.get("RIG_ISOLATED") == "1"
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 #: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
@@ -135,56 +134,6 @@ def skein_drivers(tmp_path_factory: pytest.TempPathFactory):
         stop_drivers(str(home))
 
 
-def python_without(root: Path, hidden: Tuple[str, ...]) -> str:
-    """Make ``root`` a virtualenv that holds this interpreter's environment but for the packages
-    whose entries in site-packages start with one of ``hidden`` (case-insensitively: modules,
-    their ``.dist-info``, their ``.libs``); returns its interpreter's path.
-
-    Nothing is copied or installed: every other entry of this environment's site-packages
-    (``.pth`` files included) is a symlink, and its ``bin`` has this environment's console
-    scripts (``torchrun``, ``tensorboard``, ...) started by its own interpreter, but for those
-    that import a hidden package. For the hidden packages, ``import`` fails,
-    ``importlib.util.find_spec`` answers None and ``importlib.metadata`` knows no version: as
-    where they were never installed.
-    """
-    import re
-    import site
-    import venv
-
-    venv.EnvBuilder(symlinks=True, with_pip=False).create(root)
-    python = root / "bin" / "python"
-    target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                 capture_output=True, text=True, check=True).stdout.strip())
-    prefixes = tuple(name.lower() for name in hidden)
-    for folder in dict.fromkeys(site.getsitepackages()):
-        if not os.path.isdir(folder):
-            continue
-        for entry in sorted(os.listdir(folder)):
-            link = target / entry
-            if entry.lower().startswith(prefixes) or os.path.lexists(link):
-                continue
-            link.symlink_to(os.path.join(folder, entry))
-    imports_hidden = re.compile(r"^\s*(from|import)\s+(%s)\b" % "|".join(map(re.escape, hidden)), re.M)
-    own_bin = Path(sys.prefix) / "bin"
-    for script in sorted(own_bin.iterdir()) if own_bin.is_dir() else ():
-        copy = root / "bin" / script.name
-        if copy.exists() or not script.is_file():
-            continue
-        try:
-            text = script.read_text()
-        except (OSError, UnicodeDecodeError):  # a binary
-            continue
-        first, _, body = text.partition("\n")
-        if not first.startswith("#!") or Path(first[2:].strip()).parent != own_bin or imports_hidden.search(body):
-            continue
-        copy.write_text(f"#!{python}\n{body}")
-        copy.chmod(0o755)
-    probe = "import importlib.util as u, sys; sys.exit(any(u.find_spec(n) for n in sys.argv[1:]))"
-    if subprocess.run([str(python), "-c", probe, *hidden]).returncode:
-        pytest.fail(f"{python} still finds one of {hidden}")
-    return str(python)
-
-
 @pytest.fixture(scope="session")
 def torch_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     """An interpreter whose environment is a PyTorch user's: this one's packages (torch,
@@ -196,9 +145,12 @@ def torch_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     installed) each DDP worker of torch 2.13 and TensorFlow 2.21 dies of a segmentation fault,
     ``torchrun`` alike: not our code, and not our users' environments. Locally a job's tasks run
     the interpreter that runs ``subm`` (``subm(..., python=torch_only_python)``); on YARN, the
-    job file's ``environment: {python: ...}``. Every node of the rigs is this machine, so the
-    NodeManagers read it where it is.
+    job file's ``environment: {python: ...}``. Where the rig's nodes see this machine's folders,
+    the NodeManagers read it where it is; for isolated nodes it is made in the rig's shared folder.
     """
+    if ISOLATED_NODES:
+        root = Path(tempfile.mkdtemp(prefix="torch-only.", dir=os.environ["RIG_SHARED"])) / "venv"
+        return python_without(root, ("tensorflow",), for_isolated_nodes=True)
     return python_without(tmp_path_factory.mktemp("torch-only-venv"), ("tensorflow",))
 
 
@@ -214,7 +166,8 @@ def subm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # is what SUBM_SHIP_ENVIRONMENT=no says: packing this venv (gigabytes, torch and TensorFlow)
     # for each rig would cost CI minutes. The tests of the environment that travels unset it
     # (tests/test_the_environment_travels_to_nodes_that_have_nothing.py); on isolated nodes
-    # every job's does (from a venv without torch and TensorFlow: subm_python).
+    # every job's does (from a venv without torch and TensorFlow: subm_python), but PyTorch's and
+    # TensorFlow's (_frameworks_on_isolated_nodes).
     if not ISOLATED_NODES:
         monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
     return home
@@ -228,23 +181,6 @@ def subm_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def venv_with_subm(venv: Path, extras: str, *editable: Path, base: Optional[str] = None) -> Path:
-    """A user's venv at ``venv``, made from ``base`` (by default this machine's base interpreter),
-    holding ``submarine-py[extras]`` and the ``editable`` projects (``pip install -e``) and nothing
-    else; returns its interpreter. With ``base`` given, submarine-py is installed as a copy, not
-    editable: the venv then needs nothing of this machine but that interpreter."""
-    made_from = base or os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
-    subprocess.run([made_from, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    subm = [] if base else ["-e"]
-    for how, project in ((subm, f"{REPO}[{extras}]"), *((["-e"], str(e)) for e in editable)):
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                               *how, project], capture_output=True, text=True, timeout=600)
-        if done.returncode:
-            pytest.fail(f"cannot install {project} into {venv}:\n{done.stderr[-3000:]}")
-    return python
-
-
 @pytest.fixture
 def shared_tmp_path(tmp_path: Path) -> Path:
     """A folder that this machine and every node see at the same path, for what a test's job
@@ -255,45 +191,30 @@ def shared_tmp_path(tmp_path: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{tmp_path.name}.", dir=root)) if root else tmp_path
 
 
-@functools.lru_cache(maxsize=None)
-def preinstalled_python() -> str:
-    """An interpreter with submarine-py at a path every node has, as where admins install one
-    environment on every node (``environment.python``): this one where the nodes see this
-    machine's folders; for isolated nodes a venv of submarine-py[yarn] made once per session
-    in the rig's shared folder from the operating system's python3, which the nodes have too."""
-    if not ISOLATED_NODES:
-        return sys.executable
-    venv = Path(tempfile.mkdtemp(prefix="preinstalled.", dir=os.environ["RIG_SHARED"])) / "venv"
-    return str(venv_with_subm(venv, "yarn", base="/usr/bin/python3"))
-
-
-#: Whether the running test is marked torch or tensorflow (set by _frameworks_travel).
+#: Whether the running test is marked torch or tensorflow (set by _frameworks_on_isolated_nodes).
 _NEEDS_FRAMEWORKS = False
 
 
 @pytest.fixture(autouse=True)
-def _frameworks_travel(request: pytest.FixtureRequest):
-    """On isolated nodes a PyTorch or TensorFlow test submits from this venv, its frameworks
-    travelling with it (packed once for all rigs: travel/kept.py): see subm_python."""
+def _frameworks_on_isolated_nodes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """On isolated nodes a PyTorch or TensorFlow test's jobs run this venv "installed on every
+    node" in the rig's shared folder (tests/venvs.py's shared_python): nothing travels."""
     global _NEEDS_FRAMEWORKS
     _NEEDS_FRAMEWORKS = any(request.node.get_closest_marker(m) for m in ("torch", "tensorflow"))
+    if ISOLATED_NODES and _NEEDS_FRAMEWORKS:
+        monkeypatch.setenv("SUBM_SHIP_ENVIRONMENT", "no")
     yield
     _NEEDS_FRAMEWORKS = False
 
 
 def subm_python() -> str:
-    """The interpreter that runs ``subm`` in the tests: this one, but on isolated nodes, for a test
-    that needs neither PyTorch nor TensorFlow, that of a venv of submarine-py[yarn,sweep] alone
-    (made once per session), so that what travels is a user's environment of a few hundred MB,
-    not this one's gigabytes."""
-    if not ISOLATED_NODES or _NEEDS_FRAMEWORKS:
+    """The interpreter that runs ``subm`` in the tests (and so, unless a job file names one, its
+    jobs): this one where the rig's nodes see this machine's folders; on isolated nodes a venv
+    of submarine-py[yarn,sweep] alone, whose jobs take it along (a user's environment of a few
+    hundred MB), or for a PyTorch or TensorFlow test this venv in the rig's shared folder."""
+    if not ISOLATED_NODES:
         return sys.executable
-    return _slim_python()
-
-
-@functools.lru_cache(maxsize=None)
-def _slim_python() -> str:
-    return str(venv_with_subm(Path(tempfile.mkdtemp(prefix="subm-travelling-venv.")) / "venv", "yarn,sweep"))
+    return shared_python() if _NEEDS_FRAMEWORKS else slim_python()
 
 
 def subm_argv(*args: str, python: Optional[str] = None) -> List[str]:

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from conftest import (ISOLATED_NODES, describe_processes, processes_of, require_yarn, run_json, subm,
+from conftest import (describe_processes, processes_of, require_yarn, run_json, subm,
                       wait_for, write_job)
 from test_tensorboard_shows_what_tasks_write import JOBS, PROGRAM, losses_while_running, python_for
 
@@ -41,12 +41,9 @@ def test_tensorboard_serves_the_losses_tasks_write_while_the_job_runs_on_yarn(ki
     shared_root.mkdir()
     extra = f"shared_dir: {shared_root}\ntags: [subm-test]\n"
     files = {"tensorboard_scalars.py": PROGRAM.read_text()}
-    python = None if ISOLATED_NODES else python_for(kind, request)
+    python = python_for(kind, request)
     if python:  # the job's own environment (the AM's, its tasks', TensorBoard's), as its users' is
         extra += f"environment: {{python: {python}}}\n"
-    elif kind == "torch":  # this venv travels, TensorFlow with it: a module of the job's own hides it
-        files["tensorflow.py"] = 'raise ImportError("TensorFlow is hidden from this PyTorch job")\n'
-        spec = spec.replace("files: [tensorboard_scalars.py]", "files: [tensorboard_scalars.py, tensorflow.py]")
     # write_job dedents the whole text: the spec's own indentation must go before adding to it.
     job = write_job(tmp_path / "job", textwrap.dedent(spec) + extra, files=files)
     rc, out, err = subm("run", str(job), "--backend", "yarn", "--detach", env=YARN)

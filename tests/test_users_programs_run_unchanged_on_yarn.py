@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -149,7 +148,7 @@ def test_the_pytorch_project_example_resumes_through_the_shared_dir_on_yarn(shar
     pytest.importorskip("torch")
     shared_root = shared_tmp_path / "nfs"
     shared_root.mkdir()
-    rc, report, err = yarn_run(sys.executable, EXAMPLE / "job.yaml", "--set", f"shared_dir={shared_root}",
+    rc, report, err = yarn_run(subm_python(), EXAMPLE / "job.yaml", "--set", f"shared_dir={shared_root}",
                                "--set", "fail_at_epoch=3", timeout=600)
     app_id = report["app_id"]
     assert rc == 0 and report["state"] == "SUCCEEDED" and report["attempts"] == 2, f"{report}\n{err}"
@@ -186,7 +185,7 @@ def test_without_a_shared_dir_the_example_checkpoints_to_the_cluster_filesystem(
         pytest.skip(f"no fs.defaultFS in {YARN_CONF_DIR}/core-site.xml")
     uri = f"{fs}/tmp/subm-test-{tmp_path.name}-{os.getpid()}/snapshot.pt"
     try:
-        rc, report, err = yarn_run(sys.executable, EXAMPLE / "job.yaml", "--set", f"snapshot_path={uri}",
+        rc, report, err = yarn_run(subm_python(), EXAMPLE / "job.yaml", "--set", f"snapshot_path={uri}",
                                    "--set", "fail_at_epoch=3", timeout=900)
         assert rc == 0 and report["state"] == "SUCCEEDED" and report["attempts"] == 2, f"{report}\n{err}"
         for i in range(2):
@@ -215,7 +214,7 @@ def test_the_tensorflow_ps_example_runs_unchanged_on_yarn():
     trains through the ps and the worker on other containers, and its success ends the job."""
     pytest.importorskip("tensorflow", reason="the example trains with TensorFlow")
     example = Path(__file__).resolve().parent.parent / "examples" / "tensorflow-ps" / "job.yaml"
-    rc, report, err = yarn_run(sys.executable, example, "--set", "epochs=2", timeout=420)
+    rc, report, err = yarn_run(subm_python(), example, "--set", "epochs=2", timeout=420)
     assert rc == 0 and report["state"] == "SUCCEEDED", f"{report}\n{err}"
     states = {f"{t['role']}:{t['index']}": t["state"] for t in report["tasks"]}
     assert states == {"chief:0": "SUCCEEDED", "worker:0": "STOPPED", "ps:0": "STOPPED"}
