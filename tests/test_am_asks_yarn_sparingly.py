@@ -126,3 +126,22 @@ def test_asking_for_a_gang_asks_skein_for_nothing_but_its_containers():
     assert len(app.all) == 15 and app.asked == []
     yc.registered("worker_0", {"container": "container_9_0001_01_000002", "node_http": "n1:8042"})
     assert yc.log_location(plan.tasks[0], "worker_0").startswith("http://n1:8042/node/containerlogs/")
+
+
+def test_a_container_yarn_still_localizes_is_asked_of_its_node_by_its_yarn_id(yarn, monkeypatch):
+    """The gang's clock waits while YARN localizes a missing task's container (a first job on a
+    node unpacks the environment that travels: minutes for gigabytes). The AM recorded the
+    container when it asked for it, before YARN placed it: where it went and its YARN id come
+    from skein then, and its NodeManager is asked by that id. (It was asked by the executor's
+    name, from the record of the asking: the first DDP job of a 6.5 GB venv on isolated nodes
+    failed its 120 s gang_seconds with both workers still being localized.)"""
+    yc, app = yarn
+    yc.containers["worker_0"] = SimpleNamespace(id="worker_0", state="WAITING", service_name="worker",
+                                                yarn_node_http_address=None, yarn_container_id=None)
+    asked = []
+    monkeypatch.setattr(yarn_containers, "nm_container",
+                        lambda node, cid, timeout=5.0: asked.append((node, cid)) or {"state": "LOCALIZING"})
+    assert yc.localizing(["worker_0"]) == ["container worker_0 on n1 is being localized"]
+    assert asked == [("n1:8042", "container_1_0001_01_0")]
+    monkeypatch.setattr(yarn_containers, "nm_container", lambda node, cid, timeout=5.0: {"state": "RUNNING"})
+    assert yc.localizing(["worker_0"]) == []

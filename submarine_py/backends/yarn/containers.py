@@ -367,11 +367,12 @@ class YarnContainers(Containers):
     def localizing(self, executors: Sequence[str]) -> List[str]:
         """Containers whose NodeManager still localizes them (a first job on that node unpacks
         the travelling environment: minutes for gigabytes), asked of each one's NodeManager."""
+        self._fresh()  # where each container went: unknown when it was asked for
         out = []
         for executor in executors:
-            c = self.containers.get(executor)
-            node = getattr(c, "yarn_node_http_address", None)
-            if node and str(nm_container(node, executor, timeout=1.0).get("state", "")).upper() in STILL_LOCALIZING:
+            container, node = self._address(executor)
+            if (node and container
+                    and str(nm_container(node, container, timeout=1.0).get("state", "")).upper() in STILL_LOCALIZING):
                 out.append(f"container {executor} on {_host(node)} is being localized")
         return out
 
