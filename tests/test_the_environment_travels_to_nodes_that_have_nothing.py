@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 from typing import Dict, Tuple
+from urllib.parse import urlparse
 
 import pytest
 
@@ -57,10 +58,14 @@ def submit(venv: Path, job: Path, env: Dict[str, str]) -> Tuple[dict, str]:
         pytest.fail(f"stdout is not JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
-def task_lines(venv: Path, app_id: str, env: Dict[str, str]) -> list:
-    logs = subprocess.run([str(venv / "bin" / "subm"), "logs", app_id], env=env, capture_output=True, text=True,
+def logs_of(venv: Path, app_id: str, env: Dict[str, str]) -> str:
+    """``subm logs APP``: the AM's decisions, then each task's output."""
+    return subprocess.run([str(venv / "bin" / "subm"), "logs", app_id], env=env, capture_output=True, text=True,
                           timeout=120).stdout
-    return [line for line in logs.splitlines() if line.startswith("TASK ")]
+
+
+def task_lines(venv: Path, app_id: str, env: Dict[str, str]) -> list:
+    return [line for line in logs_of(venv, app_id, env).splitlines() if line.startswith("TASK ")]
 
 
 def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reused(
@@ -75,6 +80,7 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
         name: travels
         tags: [subm-test]
         framework: pytorch
+        timeouts: {gang_seconds: 15}
         roles:
           worker:
             instances: 2
@@ -90,6 +96,12 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
         assert "subm: interpreter: packed" in said, said
     lines = task_lines(venv, first["app_id"], env)
     assert len(lines) == 2, lines
+    # The first job on a node has YARN unpack the environment (tens of seconds here), past the
+    # job's gang_seconds: the gang's clock waits for it (the workers usually go to a node
+    # other than the AM's, which unpacked it before the AM started).
+    am_host = urlparse(first["status_url"]).hostname
+    if any(t["host"] != am_host for t in first["tasks"]):
+        assert "the gang's clock waits for YARN to unpack the job's environment" in logs_of(venv, first["app_id"], env)
     for line in lines:  # the shipped environment, in the container, with the submitter's Python
         _, prefix, version, value = line.split()
         assert prefix.endswith("/.subm-venv") and "/appcache/" in prefix, line
