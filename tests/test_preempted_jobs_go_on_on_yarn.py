@@ -42,10 +42,12 @@ class Cluster:
                               check=True, timeout=60).stdout.decode()
         rig_env = dict(line.split("=", 1) for line in dump.split("\0") if "=" in line)
         self.rig_env = {k: rig_env[k] for k in ("HADOOP_HOME", "JAVA_HOME", "PATH") if k in rig_env}
+        self.isolated = rig_env.get("RIG_ISOLATED") == "1"
 
     def env(self) -> Dict[str, str]:
-        # A plain rig: its nodes see this machine's folders, so the environment need not travel.
-        return {**self.rig_env, "HADOOP_CONF_DIR": self.conf_dir, "SUBM_SHIP_ENVIRONMENT": "no"}
+        # A plain rig's nodes see this machine's folders: the environment need not travel.
+        plain = {} if self.isolated else {"SUBM_SHIP_ENVIRONMENT": "no"}
+        return {**self.rig_env, "HADOOP_CONF_DIR": self.conf_dir, **plain}
 
     def app(self, app_id: str) -> Dict[str, Any]:
         resp = requests.get(f"{self.rm}/ws/v1/cluster/apps/{app_id}", headers={"Accept": "application/json"},
