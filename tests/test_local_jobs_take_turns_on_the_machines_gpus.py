@@ -16,7 +16,7 @@ from typing import Dict, List, Tuple
 import pytest
 import requests
 
-from conftest import processes_of, run_json, wait_for, write_job
+from conftest import describe_processes, processes_of, run_json, wait_for, write_job
 
 pytestmark = pytest.mark.local
 
@@ -129,7 +129,8 @@ def test_gpus_of_a_job_whose_am_was_killed_go_to_the_next_job(tmp_path, subm_hom
     wait_for(lambda: queued(waiting), 30, "the second job to queue")
     am = json.loads((subm_home / "local" / crashed / "am.json").read_text())["pid"]
     os.kill(am, signal.SIGKILL)  # no close(), no goodbye: its ledger entries stay behind
-    wait_for(lambda: not processes_of(crashed), 30, "the crashed job's executors to die with their AM")
+    wait_for(lambda: not processes_of(crashed), 30, "the crashed job's executors to die with their AM",
+             explain=lambda: describe_processes(processes_of(crashed)))
     rc, report, err = run_json("wait", waiting, env=GPUS)
     assert rc == 0, err
     assert report["timings"]["queued_seconds"] > 0
