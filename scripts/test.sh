@@ -14,8 +14,7 @@
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
 #   1. the other tests but docker_yarn, sharing, preemption, secure, two at a time, each on a 3-node
-#      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-4, are isolated
-#      (RIG_ISOLATED=1: they share nothing with this machine) where this is root
+#      rig of its own (Hadoop 3.4.2), whose nodes are isolated (RIG_ISOLATED=1) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
@@ -97,26 +96,23 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
       -n "$workers" -m "$NO_CLUSTER" --durations=10
     # Pass 1 holds most YARN tests, whose time goes mostly in waiting for YARN: two at a time,
     # each on a rig of its own (RIG_COUNT: tests/conftest.py gives each xdist worker one), a
-    # module's tests on one worker. Where nodes can be isolated (root, unshare), the rigs' nodes
+    # module's tests on one worker. Where nodes can be isolated (root, unshare), on nodes that
     # share nothing with this machine but the rig's one shared folder: every job's environment
     # travels (from a venv of submarine-py[yarn,sweep]), but PyTorch's and TensorFlow's, whose
     # jobs run this venv from the shared folder as installed on every node (tests/venvs.py:
     # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
-    # Passes 2-4 run on such nodes too; pass 5 (Kerberos) on plain ones.
     yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
-      nodes=isolated iso=RIG_ISOLATED=1
+      pass "1 (two isolated rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
+        RIG_ISOLATED=1 RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=0
     else
-      say "isolated nodes need root and unshare: passes 1-4 run on plain rigs"
-      nodes=plain iso=RIG_ISOLATED=
+      say "isolated nodes need root and unshare: pass 1 runs on plain rigs"
+      pass "1 (two plain rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
+        RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
     fi
-    pass "1 (two $nodes rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
-      $iso RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
-    pass "2 (Hadoop 3.1.1, $nodes nodes, the YARN end-to-end tests)" $iso RIG_HADOOP_VERSION=3.1.1 -- \
-      tests/test_jobs_run_end_to_end_on_yarn.py
-    pass "3 (two team queues, $nodes nodes, sharing)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
-    pass "4 (two team queues, $nodes nodes, preemption on)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 \
-      RIG_PREEMPTION=1 -- -m preemption
+    pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
+    pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
+    pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption
     if [ "$(id -u)" = 0 ]; then
       # Two at a time: the job that outlives a 5-minute ticket and token waits 6 minutes, idle,
       # while the other tests run beside it (each with its own users' folders and tickets). Not
