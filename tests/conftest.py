@@ -19,10 +19,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pytest
 
-from venvs import (ISOLATED_NODES, preinstalled_python, python_without, shared_python,  # noqa: F401
+from venvs import (ISOLATED_NODES, REPO, preinstalled_python, python_without, shared_python,  # noqa: F401
                    slim_python, venv_with_subm)
 
-REPO = Path(__file__).resolve().parent.parent
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 
 
