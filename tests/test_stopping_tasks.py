@@ -7,6 +7,7 @@ gang restart, then at the job's end (they are untracked, so the job ends with th
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -126,3 +127,41 @@ def test_killing_a_task_does_not_wait_for_the_waitpid_lock_of_the_poll_a_sigterm
     out = subprocess.run([sys.executable, "-c", KILL_WHILE_POLLING], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.stdout.splitlines() == ["kill() returned", "the task was killed"], out.stderr
+
+
+LEAVING_BEFORE_KNOWING_THE_TASK = """\
+import os, subprocess, time
+from submarine_py.executor import proctree
+proctree.become_subreaper()
+# Started as start() starts a task, but not yet the executor's task: a signal came first.
+shell = subprocess.Popen(["/bin/sh", "-c", "echo started; sleep 300; echo never"], stdout=subprocess.PIPE,
+                         preexec_fn=proctree.dying_with_this_process())
+shell.stdout.readline()
+while len(proctree.descendants()) < 2:  # the shell and the sleep it forked
+    time.sleep(0.01)
+print(*proctree.descendants(), flush=True)
+proctree.kill_everything_below()
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_an_executor_leaving_on_a_signal_kills_what_it_started_even_before_it_knows_it_as_its_task(tmp_path):
+    # The executor's signal handler stops its task, then kills every process below it. A
+    # signal that lands inside start() finds the shell started but not yet the task: the shell
+    # dies with the executor (PR_SET_PDEATHSIG), and the command it forked did not, until the
+    # handler killed everything below (a CI run saw `sleep 300` outlive its killed AM).
+    out = subprocess.run([sys.executable, "-c", LEAVING_BEFORE_KNOWING_THE_TASK], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2, out.stderr
+    deadline = time.monotonic() + 10
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in pids if not gone(p)] == []

@@ -82,6 +82,8 @@ POLL_SECONDS = 2.0
 #: silence would have told the AM the truth. What kills the task alone (the kernel's OOM killer,
 #: a user's ``kill -9``) is reported as the task's failure all the same, this much later.
 FOREIGN_KILL_DELAY_SECONDS = 1.0
+#: The signals that end the executor (its task stopped, everything below it killed).
+LEAVING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def shipped_name(module):
@@ -469,11 +471,16 @@ def main():
         sys.exit(1)
 
     def on_signal(signum, frame):
+        # Leaving: a second signal (the AM's death notice after YARN's SIGTERM, say) must not
+        # cut this handler short between its SIGSTOPs and its SIGKILLs.
+        for s in LEAVING_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
         proctree.kill_escaped()
         executor.stop_task(executor.grace)
+        proctree.kill_everything_below()
         sys.exit(128 + signum)
 
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for s in LEAVING_SIGNALS:
         signal.signal(s, on_signal)
     try:
         code = executor.run()

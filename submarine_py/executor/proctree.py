@@ -104,6 +104,21 @@ def kill_escaped():
             pass
 
 
+def kill_everything_below():
+    """SIGKILL every process below this one, each frozen first (none forks meanwhile).
+
+    The executor's last act when a signal ends it: what it started must not outlive it, and
+    it cannot always name its task's processes. A signal that lands inside ``start()`` finds
+    the processes started but not yet the executor's task; one that lands while the task is
+    being stopped finds orphans of the task's shell (a shell that dies does not take its
+    children with it)."""
+    for pid in freeze(descendants()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def freeze(pids, rounds=100):
     """SIGSTOP ``pids`` and every process below this one, until a scan finds no new process;
     returns them all. A process that forks between a scan and its SIGKILL would leave a child
