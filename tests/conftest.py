@@ -325,7 +325,9 @@ def describe_processes(pids: List[int]) -> str:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            lines.append(f"{pid}: {cmdline}")
+            with open(f"/proc/{pid}/stat") as f:
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            lines.append(f"{pid} (parent {ppid}, state {state}): {cmdline}")
         except OSError:
             pass
     return "\n".join(lines)
