@@ -19,8 +19,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pytest
 
-from venvs import (ISOLATED_NODES, REPO, preinstalled_python, python_without, shared_python,  # noqa: F401
-                   slim_python, venv_with_subm)
+from venvs import (ISOLATED_NODES, REPO, in_shared_folder, preinstalled_python, python_without,  # noqa: F401
+                   shared_python, slim_python, venv_with_subm)
 
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 
@@ -148,8 +148,7 @@ def torch_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     the NodeManagers read it where it is; for isolated nodes it is made in the rig's shared folder.
     """
     if ISOLATED_NODES:
-        root = Path(tempfile.mkdtemp(prefix="torch-only.", dir=os.environ["RIG_SHARED"])) / "venv"
-        return python_without(root, ("tensorflow",), for_isolated_nodes=True)
+        return python_without(in_shared_folder("torch-only"), ("tensorflow",), for_isolated_nodes=True)
     return python_without(tmp_path_factory.mktemp("torch-only-venv"), ("tensorflow",))
 
 

@@ -11,7 +11,9 @@ this venv's 6.5 GB (49 000 files) to unpack on every node of every rig would cos
 """
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -132,12 +134,16 @@ def _hard_copy(paths: list, target: Path) -> None:
         subprocess.run(["cp", "-a", *paths, str(target)], check=True)
 
 
+def in_shared_folder(name: str) -> Path:
+    """A place for a new venv in the rig's shared folder, which isolated nodes see."""
+    return Path(tempfile.mkdtemp(prefix=f"{name}.", dir=os.environ["RIG_SHARED"])) / "venv"
+
+
 @functools.lru_cache(maxsize=None)
 def shared_python() -> str:
     """This venv (PyTorch, TensorFlow, submarine-py) installed in the rig's shared folder, for the
     PyTorch and TensorFlow tests' jobs on isolated nodes (see the module's docstring)."""
-    root = Path(tempfile.mkdtemp(prefix="frameworks.", dir=os.environ["RIG_SHARED"])) / "venv"
-    return python_without(root, (), for_isolated_nodes=True)
+    return python_without(in_shared_folder("frameworks"), (), for_isolated_nodes=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,12 +154,26 @@ def preinstalled_python() -> str:
     in the rig's shared folder from the operating system's python3, which the nodes have too."""
     if not ISOLATED_NODES:
         return sys.executable
-    root = Path(tempfile.mkdtemp(prefix="preinstalled.", dir=os.environ["RIG_SHARED"])) / "venv"
-    return str(venv_with_subm(root, "yarn", base=NODES_PYTHON))
+    return str(venv_with_subm(in_shared_folder("preinstalled"), "yarn", base=NODES_PYTHON))
 
 
 @functools.lru_cache(maxsize=None)
 def slim_python() -> str:
-    """A venv of submarine-py[yarn,sweep] alone (made once per session): what travels with its
-    jobs is a user's environment of a few hundred MB, not this one's gigabytes."""
-    return str(venv_with_subm(Path(tempfile.mkdtemp(prefix="subm-travelling-venv.")) / "venv", "yarn,sweep"))
+    """A venv of submarine-py[yarn,sweep] alone: what travels with its jobs is a user's
+    environment of a few hundred MB, not this one's gigabytes.
+
+    Made once for this checkout and its dependencies, not once per session: its place and
+    what it holds stay the same from one CI pass to the next, so its packed archive does too
+    (SUBM_PACK_CACHE keeps it) and each pass only uploads it to its own rig. submarine-py is
+    installed editable: a change of its code travels beside the archive, as a user's would."""
+    key = hashlib.sha256(f"{REPO}\0{sys.version}\0".encode() + (REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    home = Path(tempfile.gettempdir()) / "subm-test-venvs" / f"slim-{key}"
+    home.mkdir(parents=True, exist_ok=True)
+    python, done = home / "venv" / "bin" / "python", home / "made"
+    with open(home / "lock", "w") as lock:  # xdist workers and concurrent passes make it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(home / "venv", ignore_errors=True)  # a session killed while making it
+            venv_with_subm(home / "venv", "yarn,sweep")
+            done.touch()
+    return str(python)
