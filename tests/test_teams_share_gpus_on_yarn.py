@@ -9,6 +9,7 @@ resumes, spending no ``max_restarts``.
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -17,6 +18,7 @@ import pytest
 import requests
 
 from conftest import YARN_CONF_DIR, require_yarn, run_json, skip_without_yarn, subm, write_job
+from venvs import ISOLATED_NODES
 
 RM = require_yarn()
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR or ""}
@@ -48,10 +50,32 @@ def cluster_gpus() -> int:
                    "resourceInformation", []) if i.get("name") == "yarn.io/gpu")
 
 
+#: Whether every node of an isolated rig has unpacked the jobs' environment (see warm_every_node).
+_NODES_WARM = False
+
+
+def warm_every_node() -> None:
+    """Once per session on isolated nodes: a job of one task per GPU, so two on every node.
+
+    An isolated node has nothing of a job's environment until YARN has unpacked it there, the
+    first time a job's container lands on it (52 s on this 2-core machine, CI 2026-11-29): a
+    job that happened to be the first on a node would start that much later than the job
+    beside it, and these tests read what runs beside what. Afterwards each node has it."""
+    global _NODES_WARM
+    if _NODES_WARM or not ISOLATED_NODES:
+        return
+    app = submit(Path(tempfile.mkdtemp(prefix="warm-up.")), "warm-up", 6, 0, "teama")
+    report = wait(app)
+    assert report["state"] == "SUCCEEDED", report.get("diagnostics")
+    _NODES_WARM = True
+
+
 @pytest.fixture(autouse=True)
 def team_queues() -> None:
     """The rig these tests need (checked when one runs, not when the module is collected: the
-    other passes of CI collect it too)."""
+    other passes of CI collect it too), its nodes warm (:func:`warm_every_node`)."""
+    if {"teama", "teamb"} <= set(queues()):
+        warm_every_node()
     # The test before may have just ended: its jobs' containers go back within seconds of
     # their reports turning final (the AM stops, then YARN releases what it held).
     deadline = time.monotonic() + 60
