@@ -14,14 +14,15 @@
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
 #   1. the other tests but docker_yarn, sharing, preemption, secure, two at a time, each on a 3-node
-#      rig of its own (Hadoop 3.4.2), whose nodes are isolated (RIG_ISOLATED=1) where this is root
+#      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-4, are isolated
+#      (RIG_ISOLATED=1: they share nothing with this machine) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
-#   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root)
+#   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root), beside pass 2 (it mostly waits)
 #   6. docker_yarn: they need a Docker-mode rig (SUBM_DOCKER_RIG), which needs Hadoop's setuid
 #      container-executor, in no registry: without one they skip, saying why
-# One pass at a time. The exit status is the first failing pass's; pytest's exit code 5
+# One pass at a time but 5. The exit status is the first failing pass's; pytest's exit code 5
 # ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -101,28 +102,47 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     # travels (from a venv of submarine-py[yarn,sweep]), but PyTorch's and TensorFlow's, whose
     # jobs run this venv from the shared folder as installed on every node (tests/venvs.py:
     # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
+    # Passes 2-4 run on such nodes too (the venv that travels is made once: tests/venvs.py);
+    # pass 5 (Kerberos, the LinuxContainerExecutor) on plain ones.
     yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
-      pass "1 (two isolated rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
-        RIG_ISOLATED=1 RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=0
+      nodes=isolated iso=RIG_ISOLATED=1
     else
-      say "isolated nodes need root and unshare: pass 1 runs on plain rigs"
-      pass "1 (two plain rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
-        RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
+      say "isolated nodes need root and unshare: passes 1-4 run on plain rigs"
+      nodes=plain iso=RIG_ISOLATED=
     fi
-    pass "2 (Hadoop 3.1.1, the YARN end-to-end tests)" RIG_HADOOP_VERSION=3.1.1 -- tests/test_jobs_run_end_to_end_on_yarn.py
-    pass "3 (two team queues, sharing)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
-    pass "4 (two team queues, preemption on)" RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 RIG_PREEMPTION=1 -- -m preemption
+    pass "1 (two $nodes rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
+      $iso RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
+    secure=""
     if [ "$(id -u)" = 0 ]; then
-      # Two at a time: the job that outlives a 5-minute ticket and token waits 6 minutes, idle,
-      # while the other tests run beside it (each with its own users' folders and tickets). Not
-      # beside passes 2-4: with it there, a sharing test's younger sweep got a GPU before an
-      # older gang waiting for all of them (2026-11-29).
-      pass "5 (Kerberized rig, secure)" WITH=scripts/with-secure-rig.sh SUBM_SECURE_LCE=1 -- \
-        -n 2 -m secure tests/test_secure_clusters_with_kerberos.py
+      # Pass 5 mostly waits: its job that outlives a 5-minute ticket and token waits 6 minutes,
+      # idle, while the other secure tests run beside it (two at a time, each with its own users'
+      # folders and tickets). So it runs beside pass 2, on addresses of its own (127.0.0.80-82)
+      # and its own temporary folder; its output follows pass 2's. Not beside passes 3-4: with it
+      # there, a sharing test's younger sweep got a GPU before an older gang waiting for all of
+      # them (2026-11-29).
+      secure_log=$(mktemp /tmp/subm-pass5.XXXXXX)
+      ( status=0
+        pass "5 (Kerberized rig, secure; beside pass 2)" WITH=scripts/with-secure-rig.sh SUBM_SECURE_LCE=1 -- \
+          -n 2 -m secure --basetemp=/tmp/subm-pass5-pytest tests/test_secure_clusters_with_kerberos.py
+        exit "$status" ) >"$secure_log" 2>&1 &
+      secure=$!
     else
       say "pass 5 (secure) needs root (a KDC, users alice and bob): skipped"
     fi
+    pass "2 (Hadoop 3.1.1, $nodes nodes, the YARN end-to-end tests)" $iso RIG_HADOOP_VERSION=3.1.1 -- \
+      tests/test_jobs_run_end_to_end_on_yarn.py
+    if [ -n "$secure" ]; then
+      wait "$secure"
+      rc=$?
+      cat "$secure_log" >&2
+      rm -f "$secure_log"
+      [ "$status" = 0 ] && status=$rc
+      say "pass 5 ended $(( $(date +%s) - started )) s after the start"
+    fi
+    pass "3 (two team queues, $nodes nodes, sharing)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
+    pass "4 (two team queues, $nodes nodes, preemption on)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 \
+      RIG_PREEMPTION=1 -- -m preemption
     # No Docker-mode rig yet (Hadoop's container-executor is in no registry): they skip, saying why.
     # Their files only: the other YARN modules would ask for a cluster as they are collected.
     pass "6 (docker_yarn)" WITH=none SUBM_TEST_NO_RIG=1 -- -m docker_yarn $(grep -l docker_yarn tests/test_*.py)
