@@ -14,7 +14,7 @@
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
 #   1. the other tests but docker_yarn, sharing, preemption, secure, two at a time, each on a 3-node
-#      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-4, are isolated
+#      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-5, are isolated
 #      (RIG_ISOLATED=1: they share nothing with this machine) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
@@ -102,13 +102,13 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     # travels (from a venv of submarine-py[yarn,sweep]), but PyTorch's and TensorFlow's, whose
     # jobs run this venv from the shared folder as installed on every node (tests/venvs.py:
     # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
-    # Passes 2-4 run on such nodes too (the venv that travels is made once: tests/venvs.py);
-    # pass 5 (Kerberos, the LinuxContainerExecutor) on plain ones.
+    # Passes 2-5 run on such nodes too (the venv that travels is made once: tests/venvs.py; the
+    # Kerberized rig's users, alice and bob, each pack one of their own: with-secure-rig.sh).
     yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
       nodes=isolated iso=RIG_ISOLATED=1
     else
-      say "isolated nodes need root and unshare: passes 1-4 run on plain rigs"
+      say "isolated nodes need root and unshare: passes 1-5 run on plain rigs"
       nodes=plain iso=RIG_ISOLATED=
     fi
     pass "1 (two $nodes rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
@@ -123,7 +123,7 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
       # them (2026-11-29).
       secure_log=$(mktemp /tmp/subm-pass5.XXXXXX)
       ( status=0
-        pass "5 (Kerberized rig, secure; beside pass 2)" WITH=scripts/with-secure-rig.sh SUBM_SECURE_LCE=1 -- \
+        pass "5 (Kerberized rig, $nodes nodes, secure; beside pass 2)" WITH=scripts/with-secure-rig.sh $iso SUBM_SECURE_LCE=1 -- \
           -n 2 -m secure --basetemp=/tmp/subm-pass5-pytest tests/test_secure_clusters_with_kerberos.py
         exit "$status" ) >"$secure_log" 2>&1 &
       secure=$!

@@ -15,6 +15,9 @@
 # so tasks run as the user who submitted; that needs Hadoop's setuid container-executor from
 # SUBM_HADOOP_DIST (an unpacked Apache distribution): without one the rig keeps the default
 # executor and the tests that need tasks to run as their users skip, saying so.
+# RIG_ISOLATED=1: its nodes are isolated as scripts/rig.sh makes them (keeping /tmp/krb's keytabs);
+# alice and bob then run subm from a venv of submarine-py[yarn] of their own (SUBM_SECURE_PYTHON),
+# whose jobs take it along (untried with the LinuxContainerExecutor).
 # The command gets the rig's env.sh (HADOOP_CONF_DIR, JAVA_HOME, SKEIN_DRIVER_JAVA_OPTIONS),
 # its own skein config and drivers (SKEIN_CONFIG, SUBM_SKEIN_HOME), SUBM_SECURE_KEYTABS and
 # SUBM_SECURE_LONG=1, and SUBM_SECURE_PYTHON: an interpreter alice and bob can run (Debian's python3
@@ -44,6 +47,8 @@ trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
 begun=$(date +%s)
+# Isolated nodes (RIG_ISOLATED=1) hide /tmp: they keep the rig's keytabs (/tmp/krb) all the same.
+[ "${RIG_ISOLATED:-}" = 1 ] && export RIG_KEEP="/tmp/krb${RIG_KEEP:+ $RIG_KEEP}"
 RIG_KERBEROS=1 RIG_NODES=2 RIG_HOST=127.0.0.80 RIG_NODE_BASE=80 RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} \
   bash "$repo/scripts/rig.sh" up "$rig" 2>"$dir/up.log" \
   || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
@@ -62,15 +67,24 @@ fi
 echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s$lce" >&2
 # An interpreter alice and bob may run (this one may live under /root): Debian's python3 with
 # the packages of the one that runs the command (the same minor version), and this project.
+# On isolated nodes their jobs take their environment along: then a venv of
+# submarine-py[yarn] of their own (Debian's python3, which the nodes have too), a user's few
+# hundred MB, not this project's venv through a .pth file.
 chmod 755 "$dir"
-# (Default: the project's .venv, where scripts/venv.sh made it: CI runs this before test.sh.)
-py=${SUBM_SECURE_PYTHON_FROM:-}
-[ -z "$py" ] && [ -x "$repo/.venv/bin/python" ] && py=$repo/.venv/bin/python
-py=${py:-$(command -v python3)}
-site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-/usr/bin/python3 -m venv --without-pip "$dir/python"
-printf '%s\nimport site; site.addsitedir(%s)\n' "$repo" "'$site'" \
-  > "$("$dir/python/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/subm-secure.pth"
+if [ "${RIG_ISOLATED:-}" = 1 ]; then
+  /usr/bin/python3 -m venv "$dir/python"
+  "$dir/python/bin/python" -m pip install -q --disable-pip-version-check "$repo[yarn]" >>"$dir/up.log" 2>&1 \
+    || { rc=1; tail -20 "$dir/up.log" >&2; echo "with-secure-rig.sh: cannot make the users' venv" >&2; exit 1; }
+else
+  # (Default: the project's .venv, where scripts/venv.sh made it: CI runs this before test.sh.)
+  py=${SUBM_SECURE_PYTHON_FROM:-}
+  [ -z "$py" ] && [ -x "$repo/.venv/bin/python" ] && py=$repo/.venv/bin/python
+  py=${py:-$(command -v python3)}
+  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  /usr/bin/python3 -m venv --without-pip "$dir/python"
+  printf '%s\nimport site; site.addsitedir(%s)\n' "$repo" "'$site'" \
+    > "$("$dir/python/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/subm-secure.pth"
+fi
 chmod -R a+rX "$dir/python"
 # shellcheck disable=SC1091
 source "$rig/env.sh"

@@ -23,6 +23,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm_argv, subm_env
+from venvs import ISOLATED_NODES
 from submarine_py.errors import CredentialsError, SpecError
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.jobfile.model import KerberosSpec
@@ -483,6 +484,17 @@ class User:
         self.env = {"HADOOP_CONF_DIR": rig, "HOME": str(self.dir), "SUBM_HOME": str(self.dir / "subm"),
                     "SUBM_SKEIN_HOME": str(self.dir / "skein"), "KRB5CCNAME": f"FILE:{self.dir}/cc",
                     "SKEIN_CONFIG": str(self.dir / "skein-config")}
+        #: Where the user's tasks and the test share files: a folder every node sees (the rig's
+        #: shared one, where nodes are isolated and see nothing else of this machine).
+        self.shared = self.dir
+        if os.environ.get("RIG_SHARED"):
+            self.shared = Path(tempfile.mkdtemp(prefix=f"subm-secure-{name}-", dir=os.environ["RIG_SHARED"]))
+            shutil.chown(self.shared, name)
+        if ISOLATED_NODES:  # their jobs' environment travels: each user packs it once, in a cache of theirs
+            packed = Path(tempfile.gettempdir()) / f"subm-secure-packed-{name}"
+            packed.mkdir(exist_ok=True)
+            shutil.chown(packed, name)
+            self.env["SUBM_PACK_CACHE"] = str(packed)
         if with_ticket:
             self.run(["kinit", "-kt", str(KEYTABS / f"{name}.keytab"), name], check=True)
 
@@ -529,12 +541,13 @@ def users(rig):
     for user in made:
         user.stop_drivers()
         shutil.rmtree(user.dir, ignore_errors=True)
+        shutil.rmtree(user.shared, ignore_errors=True)
 
 
 @pytest.mark.secure
 def test_alice_runs_a_job_after_kinit_and_follows_it_through_spnego(users):
     alice = users("alice")
-    whoami = alice.dir / "whoami"
+    whoami = alice.shared / "whoami"
     code, out, err = alice.subm("run", alice.job_file(roles={"worker": {
         "instances": 2, "resources": {"memory": "256 MiB"},
         "command": f"id -un > {whoami}-$SUBM_INDEX; sleep 5"}}), "-o", "json")
@@ -677,7 +690,7 @@ def test_a_job_outlives_a_five_minute_ticket_and_token(users, rig):
     token): the AM says once it can no longer read the cluster's room and admits the gang
     without it; the job succeeds with 2 attempts, and `subm run` follows it to the end."""
     alice = users("alice")
-    marker = alice.dir / "failed-once"
+    marker = alice.shared / "failed-once"
     past_token = int(time.time()) + 330  # the token was issued at submission, a moment later
     command = (f"if [ ! -e {marker} ]; then touch {marker}; while [ $(date +%s) -lt {past_token} ]; do sleep 5; "
                "done; echo failing past the token; kill -9 $PPID; exit 3; fi; echo second attempt runs")
