@@ -19,8 +19,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pytest
 
-from venvs import (ISOLATED_NODES, REPO, in_shared_folder, preinstalled_python, python_without,  # noqa: F401
-                   shared_python, slim_python, venv_with_subm)
+from venvs import (ISOLATED_NODES, REPO, in_shared_folder, new_shared_folder, preinstalled_python,  # noqa: F401
+                   python_without, shared_python, slim_python, venv_with_subm)
 
 JOBFILES = Path(__file__).resolve().parent / "jobfiles"
 
@@ -185,8 +185,7 @@ def shared_tmp_path(tmp_path: Path) -> Path:
     shares with it or across nodes (a marker file the job waits for, ``shared_dir``, an
     environment cache): on the project's rig, a new folder in its shared one (RIG_SHARED, mounted
     on every node as an NFS share would be, isolated ones included); elsewhere ``tmp_path``."""
-    root = os.environ.get("RIG_SHARED")
-    return Path(tempfile.mkdtemp(prefix=f"{tmp_path.name}.", dir=root)) if root else tmp_path
+    return new_shared_folder(f"{tmp_path.name}.", elsewhere=tmp_path)
 
 
 #: Whether the running test is marked torch or tensorflow (set by _frameworks_on_isolated_nodes).

@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm_argv, subm_env
-from venvs import ISOLATED_NODES
+from venvs import ISOLATED_NODES, new_shared_folder
 from submarine_py.errors import CredentialsError, SpecError
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.jobfile.model import KerberosSpec
@@ -486,10 +486,8 @@ class User:
                     "SKEIN_CONFIG": str(self.dir / "skein-config")}
         #: Where the user's tasks and the test share files: a folder every node sees (the rig's
         #: shared one, where nodes are isolated and see nothing else of this machine).
-        self.shared = self.dir
-        if os.environ.get("RIG_SHARED"):
-            self.shared = Path(tempfile.mkdtemp(prefix=f"subm-secure-{name}-", dir=os.environ["RIG_SHARED"]))
-            shutil.chown(self.shared, name)
+        self.shared = new_shared_folder(f"subm-secure-{name}-", elsewhere=self.dir)
+        shutil.chown(self.shared, name)
         if ISOLATED_NODES:  # their jobs' environment travels: each user packs it once, in a cache of theirs
             packed = Path(tempfile.gettempdir()) / f"subm-secure-packed-{name}"
             packed.mkdir(exist_ok=True)

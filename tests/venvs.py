@@ -134,9 +134,17 @@ def _hard_copy(paths: list, target: Path) -> None:
         subprocess.run(["cp", "-a", *paths, str(target)], check=True)
 
 
+def new_shared_folder(prefix: str, elsewhere: Optional[Path] = None) -> Path:
+    """A new folder in the rig's shared one (RIG_SHARED, mounted on every node as an NFS share
+    would be, isolated ones included); where there is none, ``elsewhere`` (given: a folder
+    that this machine's jobs see anyway)."""
+    root = os.environ.get("RIG_SHARED") if elsewhere is not None else os.environ["RIG_SHARED"]
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root)) if root else elsewhere
+
+
 def in_shared_folder(name: str) -> Path:
     """A place for a new venv in the rig's shared folder, which isolated nodes see."""
-    return Path(tempfile.mkdtemp(prefix=f"{name}.", dir=os.environ["RIG_SHARED"])) / "venv"
+    return new_shared_folder(f"{name}.") / "venv"
 
 
 @functools.lru_cache(maxsize=None)
