@@ -45,7 +45,7 @@ class Rig:
         self.dir = Path(folder)
         self.user = self.facts["user"]
         sys.path.insert(0, str(REPO))
-        from submarine_py.backends.yarn.rest import rm_address
+        from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
 
         self.rm = rm_address(self.facts["conf_dir"])
         self.home = self.dir / f"skein-{self.user}" / "bench-home"

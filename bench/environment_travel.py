@@ -68,7 +68,7 @@ def main() -> None:
     env = dict(os.environ)
     env.pop("SUBM_SHIP_ENVIRONMENT", None)
     if not args.keep:
-        from submarine_py.backends.yarn.rest import yarn_user
+        from submarine_py.backends.yarn.hadoop.resourcemanager import yarn_user
 
         env["SUBM_PACK_CACHE"] = tempfile.mkdtemp(prefix="subm-bench-packed.")
 

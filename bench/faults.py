@@ -45,8 +45,8 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.nodemanager import node_log  # noqa: E402
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
+from submarine_py.backends.yarn.hadoop.nodemanager import node_log  # noqa: E402
+from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address  # noqa: E402
 
 RM = rm_address()
 STARTED: List[str] = []
@@ -247,7 +247,7 @@ def am_killed(work: Path) -> Dict[str, Optional[float]]:
 
 def _am_process(proc: Path, container: str) -> bool:
     try:
-        return os.readlink(proc / "cwd").endswith(container) and b"am_main" in (proc / "cmdline").read_bytes()
+        return os.readlink(proc / "cwd").endswith(container) and b"backends.yarn.am.main" in (proc / "cmdline").read_bytes()
     except OSError:
         return False
 

@@ -51,8 +51,8 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
-from submarine_py.backends.yarn.app_spec import AM_MEMORY_MB  # noqa: E402
+from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address  # noqa: E402
+from submarine_py.backends.yarn.client.app_spec import AM_MEMORY_MB  # noqa: E402
 
 WORKER_MB = 256
 RM = rm_address()

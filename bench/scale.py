@@ -46,9 +46,9 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
-from submarine_py.backends.yarn.skein_driver import client_for  # noqa: E402
-from submarine_py.backends.yarn.app_spec import AM_MEMORY_MB  # noqa: E402
+from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address  # noqa: E402
+from submarine_py.backends.yarn.client.skein_driver import client_for  # noqa: E402
+from submarine_py.backends.yarn.client.app_spec import AM_MEMORY_MB  # noqa: E402
 
 TASK_MB = 64
 RM = rm_address()
@@ -120,7 +120,7 @@ def am_processes(app_id: str) -> Dict[str, str]:
     found: Dict[str, str] = {}
     needle = f"SKEIN_APPLICATION_ID={app_id}".encode()
     for pid, cmd in _processes():
-        if b".am_main" in cmd and b"submarine_py" in cmd and _proc_env_has(pid, needle):
+        if b"backends.yarn.am.main" in cmd and b"submarine_py" in cmd and _proc_env_has(pid, needle):
             found["python"] = pid
         elif b"com.anaconda.skein.ApplicationMaster" in cmd and app_id.encode() in cmd:
             found["java"] = pid
@@ -157,7 +157,7 @@ def _cpu_seconds(pid: str) -> float:
 
 #: Who used the machine's CPUs while a gang assembled, by the command line of each process.
 CPU_KINDS = (("nodemanagers", b"-Dproc_nodemanager"), ("resourcemanager", b"-Dproc_resourcemanager"),
-             ("AM java", b"com.anaconda.skein.ApplicationMaster"), ("AM python", b".am_main"),
+             ("AM java", b"com.anaconda.skein.ApplicationMaster"), ("AM python", b"backends.yarn.am.main"),
              ("executors", b"subm_executor.py"), ("skein driver", b"com.anaconda.skein.Driver"),
              ("container shells", b".skein.sh"), ("container shells", b"default_container_executor"),
              ("subm CLI", b"submarine_py.cli"), ("this benchmark", b"bench/scale.py"))

@@ -254,8 +254,8 @@ def main() -> int:
         return 0
     if not os.environ.get("HADOOP_CONF_DIR"):
         raise SystemExit("set HADOOP_CONF_DIR (scripts/with-rig.sh does)")
-    from submarine_py.backends.yarn.rest import rm_address
-    from submarine_py.backends.yarn.site import hadoop_conf
+    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
+    from submarine_py.backends.yarn.hadoop.conf import hadoop_conf
 
     rm = rm_address()
     preemption = hadoop_conf("yarn-site.xml").get("yarn.resourcemanager.scheduler.monitor.enable") == "true"

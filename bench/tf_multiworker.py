@@ -47,7 +47,7 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from submarine_py.backends.yarn.rest import rm_address  # noqa: E402
+from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address  # noqa: E402
 
 RM = rm_address()
 STARTED: List[str] = []

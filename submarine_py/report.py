@@ -88,6 +88,10 @@ class GpuSummary:
         return cls(**kw)
 
 
+#: How the diagnostics of a job whose AM was signalled begin (YARN's own, when it killed the
+#: application with a reason, say more: see the YARN backend's status()).
+SIGNALLED = "the ApplicationMaster received"
+
 #: The task fields ``--output json`` promises, in order (docs/cli.md, "--output json").
 PUBLIC_TASK_FIELDS = ("role", "index", "state", "exit_code", "restarts", "host", "log", "tracked", "gpu",
                       "cause", "restarts_by_cause", "quiet_seconds")

@@ -79,7 +79,7 @@ def require_yarn() -> str:
         skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
     import requests
 
-    from submarine_py.backends.yarn.rest import rm_address
+    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
 
     rm = rm_address(YARN_CONF_DIR)
     try:
@@ -128,7 +128,7 @@ def skein_drivers(tmp_path_factory: pytest.TempPathFactory):
         yield home
     finally:
         del os.environ["SUBM_SKEIN_HOME"]
-        from submarine_py.backends.yarn.skein_driver import stop_drivers
+        from submarine_py.backends.yarn.client.skein_driver import stop_drivers
 
         stop_drivers(str(home))
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from submarine_py.am.server import serve
-from submarine_py.backends.yarn.dropped import Dropped
+from submarine_py.backends.yarn.am.dropped import Dropped
 from submarine_py.executor import protocol
 
 pytestmark = pytest.mark.unit

@@ -58,7 +58,7 @@ def test_the_local_backend_refuses_a_sweep_without_optuna_at_validation(monkeypa
 def test_yarn_refuses_a_sweep_without_optuna_where_its_am_runs_this_interpreter(monkeypatch):
     """On YARN the AM runs with the submitting interpreter unless ``environment.python`` names
     the nodes' own (then what it has is not known here: no refusal)."""
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     monkeypatch.setattr(extras, "importable", lacking("optuna", "tensorboard"))
     data = {"name": "j", "framework": "pytorch", "roles": ROLES, "sweep": SWEEP}
@@ -76,7 +76,7 @@ def test_a_kerberized_cluster_without_requests_gssapi_is_refused_before_submitti
     """The client's REST calls answer SPNEGO with requests-gssapi, and the environment that
     submits is the one that travels to the nodes: exit 2 naming the extra, before any login."""
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
     from submarine_py.plan import make_plan
 
     (tmp_path / "yarn-site.xml").write_text("<configuration/>")

@@ -12,7 +12,7 @@ from typing import List
 
 import pytest
 
-from submarine_py.backends.yarn.travel import kept
+from submarine_py.backends.yarn.client.travel import kept
 
 pytestmark = pytest.mark.unit
 

@@ -31,7 +31,7 @@ def test_a_queued_job_says_holding_no_task_container_only_when_the_cluster_lists
 
 
 def test_subm_status_on_yarn_counts_what_the_resource_manager_says_the_waiting_job_holds():
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     class RM:
         def app(self, app_id):

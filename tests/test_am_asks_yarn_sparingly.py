@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import pytest
 
-from submarine_py.backends.yarn import containers as yarn_containers, exits as yarn_exits
-from submarine_py.backends.yarn.containers import YarnContainers
+from submarine_py.backends.yarn.am import containers as yarn_containers, exits as yarn_exits
+from submarine_py.backends.yarn.am.containers import YarnContainers
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
 

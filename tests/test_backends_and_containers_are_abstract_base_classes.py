@@ -63,8 +63,8 @@ def test_containers_missing_a_method_cannot_be_made():
 
 def test_every_backend_and_its_containers_and_the_tests_stand_ins_are_whole():
     from fake_containers import IdleContainers
-    from submarine_py.backends.yarn.backend import YarnBackend  # (skein is imported only when used)
-    from submarine_py.backends.yarn.containers import YarnContainers
+    from submarine_py.backends.yarn.client.backend import YarnBackend  # (skein is imported only when used)
+    from submarine_py.backends.yarn.am.containers import YarnContainers
 
     classes = [LocalBackend, LocalContainers, YarnBackend, YarnContainers, IdleContainers]
     assert [c.__name__ for c in classes if inspect.isabstract(c)] == []

@@ -14,7 +14,7 @@ import pytest
 from fake_skein import FakeApp, skein_container
 from submarine_py.admission import Verdict
 from submarine_py.am.master import ApplicationMaster
-from submarine_py.backends.yarn.containers import YarnContainers
+from submarine_py.backends.yarn.am.containers import YarnContainers
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.plan import make_plan
 from submarine_py.states import Cause, GateState, Phase

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from submarine_py.backends.yarn.rest import ResourceManager
-from submarine_py.backends.yarn.site import hadoop_conf_dir
-from submarine_py.backends.yarn.skein_driver import config_dir_for, fingerprint
+from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
+from submarine_py.backends.yarn.hadoop.conf import hadoop_conf_dir
+from submarine_py.backends.yarn.client.skein_driver import config_dir_for, fingerprint
 from submarine_py.cli import main
 from submarine_py.errors import BackendError, SpecError
 
@@ -120,8 +120,8 @@ def test_the_driver_starts_with_the_clusters_files_and_a_shorter_first_wait_to_c
     """Each application's staging files are closed as soon as written: the driver's HDFS client
     asks again after 50 ms, not 400, as long in all; what the cluster sets itself is kept."""
     import xml.etree.ElementTree as ET
-    from submarine_py.backends.yarn.site import hadoop_conf
-    from submarine_py.backends.yarn.skein_driver import CLOSE_WAIT, driver_conf
+    from submarine_py.backends.yarn.hadoop.conf import hadoop_conf
+    from submarine_py.backends.yarn.client.skein_driver import CLOSE_WAIT, driver_conf
 
     cluster = conf(tmp_path / "cluster", "rm1")
     (cluster / "core-site.xml").write_text("<configuration/>")

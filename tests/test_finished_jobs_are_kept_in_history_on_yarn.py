@@ -80,7 +80,7 @@ def test_finished_yarn_jobs_appear_once_detached_ones_included(tmp_path, subm_ho
 def test_the_history_lives_on_hdfs_through_the_namenodes_web_address(tmp_path, subm_home):
     """SUBM_HISTORY=webhdfs://namenode:9870/...: a laptop without libhdfs.so or a Hadoop client
     keeps the history on the cluster's HDFS; another machine (here: another SUBM_HOME) reads it."""
-    from submarine_py.backends.yarn.site import hadoop_conf
+    from submarine_py.backends.yarn.hadoop.conf import hadoop_conf
 
     http = hadoop_conf("hdfs-site.xml", YARN_CONF_DIR).get("dfs.namenode.http-address")
     if not http:

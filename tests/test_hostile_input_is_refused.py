@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from conftest import describe_processes, job_dirs, processes_of, run_json, start_subm, subm, wait_for, write_job
 
-from submarine_py.backends.yarn.backend import _killed_tasks_settled as _settled
-from submarine_py.backends.yarn.app_spec import JOB_FILE, YarnOptions, build_application_spec
-from submarine_py.backends.yarn.rules import problems as yarn_rules
+from submarine_py.backends.yarn.client.backend import _killed_tasks_settled as _settled
+from submarine_py.backends.yarn.client.app_spec import JOB_FILE, YarnOptions, build_application_spec
+from submarine_py.backends.yarn.client.rules import problems as yarn_rules
 from submarine_py.cli import main as cli
 from submarine_py.errors import SpecError
 from submarine_py.output import format_progress
@@ -241,7 +241,7 @@ def test_a_hostile_python_folder_is_quoted_in_the_launch_script(tmp_path):
 @pytest.mark.unit
 def test_the_token_travels_in_the_localized_job_file_never_in_the_environment(tmp_path):
     """The job file is the one file a job ships: the AM and every executor get it, private."""
-    from submarine_py.backends.yarn.request import build_request
+    from submarine_py.backends.yarn.client.request import build_request
 
     request = build_request(make_plan(spec_of(tmp_path)), "http://rm:8088")
     spec = request.app_spec

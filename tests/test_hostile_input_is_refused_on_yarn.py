@@ -253,7 +253,7 @@ def am_pids(app_id: str) -> List[int]:
             environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"am_main" in cmdline and f"SKEIN_APPLICATION_ID={app_id}".encode() in environ:
+        if b"backends.yarn.am.main" in cmdline and f"SKEIN_APPLICATION_ID={app_id}".encode() in environ:
             found.append(int(entry))
     return found
 

@@ -271,7 +271,7 @@ class FakeYarn:
                 {"id": 2, "containerId": "am_2", "nodeHttpAddress": "nm2:8042"}]
 
     def install(self, monkeypatch):
-        from submarine_py.backends.yarn import app_logs
+        from submarine_py.backends.yarn.client import app_logs
 
         def sizes(node, cid, timeout=10.0):
             return {name: len(data) for (c, name), data in self.files.items() if c == cid} or None
@@ -294,7 +294,7 @@ class FakeYarn:
 
 
 def yarn_logs(monkeypatch, **options) -> str:
-    from submarine_py.backends.yarn.app_logs import write_app_logs
+    from submarine_py.backends.yarn.client.app_logs import write_app_logs
 
     yarn = FakeYarn()
     yarn.install(monkeypatch)

@@ -223,7 +223,7 @@ def assert_survives_submission(job: Path, backend: str) -> None:
     re-reads the spec from its ``to_dict`` (without the local files), the backend builds its
     request, every task gets its environment, and the plan prints as JSON."""
     from submarine_py.backends.local import LocalBackend
-    from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
+    from submarine_py.backends.yarn.client.app_spec import YarnOptions, build_application_spec
     from submarine_py.jobfile import load_job
     from submarine_py.output import to_json
     from submarine_py.plan import make_plan

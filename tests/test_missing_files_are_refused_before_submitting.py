@@ -101,7 +101,7 @@ def test_locally_a_source_gone_since_validation_is_refused_when_submitting(tmp_p
 
 def test_on_yarn_a_source_gone_since_validation_is_refused_when_packing(tmp_path, monkeypatch):
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     class NoCluster:  # the request names the RM and asks for its nodes; nothing else is needed
         url = "http://rm.invalid:8088"

@@ -9,8 +9,8 @@ from typing import List
 
 import pytest
 
-from submarine_py.backends.yarn.am_main import app_attempt
-from submarine_py.backends.yarn.exits import tidy as _tidy
+from submarine_py.backends.yarn.am.main import app_attempt
+from submarine_py.backends.yarn.am.exits import tidy as _tidy
 from submarine_py.plan import make_plan
 from submarine_py.report import JobReport
 from submarine_py.am.master import ApplicationMaster

@@ -224,13 +224,13 @@ def test_launches_that_keep_failing_end_the_job_before_its_restarts_are_spent(sh
 # -- the ApplicationMaster lost ------------------------------------------------------------------
 
 def am_pids(app_id: str) -> List[int]:
-    """The Python AM's process (on this machine's rig): cwd in the AM container, running am_main."""
+    """The Python AM's process (on this machine's rig): cwd in the AM container, running am/main.py."""
     container = app_attempts(app_id)[-1]["containerId"]
     pids = []
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and os.readlink(proc / "cwd").endswith(container) \
-                    and b"am_main" in (proc / "cmdline").read_bytes():
+                    and b"backends.yarn.am.main" in (proc / "cmdline").read_bytes():
                 pids.append(int(proc.name))
         except OSError:
             continue

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from submarine_py.backends.yarn.travel import Part, Travel
-from submarine_py.backends.yarn.travel.pruning import DAY_MS, stale
+from submarine_py.backends.yarn.client.travel import Part, Travel
+from submarine_py.backends.yarn.client.travel.pruning import DAY_MS, stale
 
 NOW = 1_800_000_000_000
 FOLDER = "/user/ada/.subm/environments"
@@ -60,8 +60,8 @@ def test_an_upload_prunes_what_nothing_used_for_weeks_on_the_rigs_hdfs(tmp_path:
     from conftest import YARN_CONF_DIR, require_yarn
 
     require_yarn()
-    from submarine_py.backends.yarn.rest import yarn_user
-    from submarine_py.backends.yarn.travel.webhdfs import ClusterFilesystem, Files
+    from submarine_py.backends.yarn.hadoop.resourcemanager import yarn_user
+    from submarine_py.backends.yarn.hadoop.webhdfs import ClusterFilesystem, Files
 
     where, user = ClusterFilesystem.from_conf(YARN_CONF_DIR), yarn_user()
     files = Files(where, user)

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from submarine_py.backends.yarn.app_spec import (EXECUTOR_FILE, JOB_FILE,
+from submarine_py.backends.yarn.client.app_spec import (EXECUTOR_FILE, JOB_FILE,
                                                   YarnOptions, build_application_spec)
 from submarine_py.admission import Need
 from submarine_py.backends.yarn.capacity import parse_gang_tag
-from submarine_py.backends.yarn.shipping import FILES_ARCHIVE
+from submarine_py.backends.yarn.client.shipping import FILES_ARCHIVE
 from submarine_py.executor import protocol
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
@@ -142,7 +142,7 @@ def test_a_shared_dir_is_mounted_into_yarn_docker_containers(tmp_path):
 def test_the_master_runs_the_python_am_with_the_job_file(tmp_path):
     spec = build(tmp_path)
     assert set(spec.master.files) == {JOB_FILE}
-    assert spec.master.script.endswith(f"-m submarine_py.backends.yarn.am_main {JOB_FILE}")
+    assert spec.master.script.endswith(f"-m submarine_py.backends.yarn.am.main {JOB_FILE}")
 
 
 def test_a_packed_environment_reaches_tasks_as_a_plain_file_and_never_the_am(tmp_path):

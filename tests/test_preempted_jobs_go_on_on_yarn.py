@@ -32,7 +32,7 @@ class Cluster:
     """A rig of the tests' own: its configuration and its ResourceManager's address."""
 
     def __init__(self, directory: Path):
-        from submarine_py.backends.yarn.rest import rm_address
+        from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
 
         self.dir = directory
         self.conf_dir = str(directory / "conf")
@@ -88,7 +88,7 @@ def two_teams():
         yield Cluster(directory)
     finally:
         if (directory / "conf" / "yarn-site.xml").exists():
-            from submarine_py.backends.yarn.skein_driver import stop_driver
+            from submarine_py.backends.yarn.client.skein_driver import stop_driver
 
             stop_driver(str(directory / "conf"))
         subprocess.run(["bash", str(REPO / "scripts" / "rig.sh"), "down", str(directory)], env=env,

@@ -12,7 +12,7 @@ import pytest
 
 from submarine_py.am.containers import Ended
 from submarine_py.am.master import ApplicationMaster
-from submarine_py.backends.yarn.exits import cluster_cause
+from submarine_py.backends.yarn.am.exits import cluster_cause
 from submarine_py.errors import SpecError
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.jobfile.model import RestartSpec

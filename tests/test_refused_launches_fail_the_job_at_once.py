@@ -14,9 +14,9 @@ import pytest
 
 from submarine_py.am.containers import Ended
 from submarine_py.am.recovery import MAX_FAILED_LAUNCHES
-from submarine_py.backends.yarn import exits as yarn_exits
-from submarine_py.backends.yarn.containers import YarnContainers
-from submarine_py.backends.yarn.exits import container_end, tidy
+from submarine_py.backends.yarn.am import exits as yarn_exits
+from submarine_py.backends.yarn.am.containers import YarnContainers
+from submarine_py.backends.yarn.am.exits import container_end, tidy
 from submarine_py.plan import make_plan
 from submarine_py.refusals import SEEN_EXIT_CODES, refusal
 from submarine_py.jobfile import spec_from_dict
@@ -243,7 +243,8 @@ def test_yarn_never_asks_after_containers_of_a_job_without_images(monkeypatch):
 # -- the client: a decided failure is the end, though YARN starts an attempt to repeat it ------------
 
 def _client_with(monkeypatch, attempts, saved):
-    from submarine_py.backends.yarn import attempts as yarn_attempts, backend as yarn_backend
+    from submarine_py.backends.yarn import attempts as yarn_attempts
+    from submarine_py.backends.yarn.client import backend as yarn_backend
 
     monkeypatch.setattr(yarn_attempts, "node_log", lambda node, cid, name, **kw: saved.get(cid))
     client = yarn_backend.YarnBackend.__new__(yarn_backend.YarnBackend)

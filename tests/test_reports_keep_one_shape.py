@@ -109,7 +109,7 @@ def test_waiting_for_a_job_asks_less_often_while_its_gang_starts(monkeypatch):
     """While the AM's phase is STARTING the report changes with every task that registers and
     no outcome is due: on YARN each ask costs the cluster a proxied report of every task."""
     from submarine_py.backends import base
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     reports = iter([JobReport(app_id="a", state=JobState.RUNNING, phase=None),
                     JobReport(app_id="a", state=JobState.RUNNING, phase=Phase.STARTING),

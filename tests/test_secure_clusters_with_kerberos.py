@@ -45,7 +45,7 @@ def job(**more) -> dict:
 @pytest.mark.unit
 def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls_always_on(tmp_path):
     skein = pytest.importorskip("skein")
-    from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
+    from submarine_py.backends.yarn.client.app_spec import YarnOptions, build_application_spec
 
     spec = spec_from_dict(job(acls={"view": ["bob", "group:research"], "modify": ["carol", "*"]}))
     opts = YarnOptions(job_file=str(tmp_path / "j"), rm_url="http://rm:8088")
@@ -84,7 +84,7 @@ def test_the_job_file_gives_a_principal_with_its_keytab_or_neither():
 @pytest.mark.unit
 def test_every_hdfs_filesystem_the_job_names_gets_a_delegation_token(tmp_path):
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.app_spec import file_systems
+    from submarine_py.backends.yarn.client.app_spec import file_systems
 
     spec = spec_from_dict(job(files={"data.csv": "hdfs://nn1:8020/data/train.csv", "conf.json": "hdfs://nn1:8020/c",
                                      "model.bin": "viewfs://cluster/models/m", "notes": "https://example.com/n",
@@ -96,7 +96,7 @@ def test_every_hdfs_filesystem_the_job_names_gets_a_delegation_token(tmp_path):
 # -- who submits (no cluster) --------------------------------------------------------------------
 @pytest.mark.unit
 def test_the_login_comes_from_the_options_then_the_environment_then_the_job_file(monkeypatch):
-    from submarine_py.backends.yarn import kerberos
+    from submarine_py.backends.yarn.hadoop import kerberos
 
     in_file = KerberosSpec(principal="alice@R", keytab="/f/alice.keytab")
     monkeypatch.delenv("SUBM_PRINCIPAL", raising=False)
@@ -123,7 +123,7 @@ def test_every_command_that_talks_to_a_cluster_logs_in_with_the_options_then_the
     """--principal/--keytab on every such command, before SUBM_PRINCIPAL/SUBM_KEYTAB; neither:
     the ticket cache (subm run adds the job file's kerberos after both, tested above)."""
     from submarine_py import client, history
-    from submarine_py.backends.yarn import kerberos
+    from submarine_py.backends.yarn.hadoop import kerberos
 
     def login_asked(*args, **kwargs):
         login = kerberos.requested()
@@ -143,8 +143,8 @@ def test_every_command_that_talks_to_a_cluster_logs_in_with_the_options_then_the
 
 @pytest.mark.unit
 def test_a_driver_serves_one_login_only(tmp_path, monkeypatch):
-    from submarine_py.backends.yarn.kerberos import Login
-    from submarine_py.backends.yarn.skein_driver import config_dir_for
+    from submarine_py.backends.yarn.hadoop.kerberos import Login
+    from submarine_py.backends.yarn.client.skein_driver import config_dir_for
 
     conf = secure_conf_dir(tmp_path)
     monkeypatch.setenv("SUBM_SKEIN_HOME", str(tmp_path / "drivers"))
@@ -214,8 +214,8 @@ class _Negotiating(http.server.BaseHTTPRequestHandler):
 @pytest.mark.skipif(not shutil.which("klist"), reason="needs MIT Kerberos's klist (krb5-user)")
 def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatch, tmp_path):
     pytest.importorskip("requests_gssapi")
-    from submarine_py.backends.yarn.nodemanager import node_log
-    from submarine_py.backends.yarn.rest import ResourceManager
+    from submarine_py.backends.yarn.hadoop.nodemanager import node_log
+    from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
 
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path}/no-cache")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Negotiating)
@@ -233,7 +233,7 @@ def test_an_endpoint_asking_for_spnego_without_a_ticket_says_to_kinit(monkeypatc
 @pytest.mark.unit
 @pytest.mark.parametrize("value", [0, 1, 127, -112, 128, 300, 70000, -113, -70000, 2**31 - 1])
 def test_hadoops_variable_length_integers_round_trip(value):
-    from submarine_py.backends.yarn.tokens import read_vint, write_vint
+    from submarine_py.backends.yarn.am.tokens import read_vint, write_vint
 
     assert read_vint(write_vint(value), 0) == (value, len(write_vint(value)))
 
@@ -243,7 +243,7 @@ def test_the_am_finds_its_rm_delegation_token_in_the_containers_token_file(tmp_p
     """A Credentials file as Hadoop writes it (version 0): an AMRM token, then the RM's."""
     import base64
 
-    from submarine_py.backends.yarn.tokens import TOKEN_HEADERS, read_vint, rm_token_header, write_vint
+    from submarine_py.backends.yarn.am.tokens import TOKEN_HEADERS, read_vint, rm_token_header, write_vint
 
     def text(b: bytes) -> bytes:
         return write_vint(len(b)) + b
@@ -293,15 +293,15 @@ def test_an_am_whose_delegation_token_expired_says_so_once_and_admits_without_th
     import logging
 
     from submarine_py.admission import Verdict
-    from submarine_py.backends.yarn.containers import YarnContainers
-    from submarine_py.backends.yarn.rest import ResourceManager
+    from submarine_py.backends.yarn.am.containers import YarnContainers
+    from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
     from submarine_py.states import Placement
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ExpiredToken)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         rm = ResourceManager(f"http://127.0.0.1:{server.server_address[1]}", wait_seconds=0,
-                             headers={"X-Hadoop-Delegation-Token": "dG9rZW4"})
+                             token_headers={"X-Hadoop-Delegation-Token": "dG9rZW4"})
         plan = make_plan(spec_from_dict(job()))
         yc = YarnContainers(object(), plan, user="alice", rm=rm, app_id="application_1_0001")
         asked_at_start = len(_ExpiredToken.asked)  # the scheduler's minimum allocation, once
@@ -345,8 +345,8 @@ class _NoNativeIO(http.server.BaseHTTPRequestHandler):
 def test_a_nodemanager_that_refuses_a_log_file_is_named_in_one_line_with_what_it_means():
     import io
 
-    from submarine_py.backends.yarn.app_logs import _LogCopier
-    from submarine_py.backends.yarn.nodemanager import node_log
+    from submarine_py.backends.yarn.client.app_logs import _LogCopier
+    from submarine_py.backends.yarn.hadoop.nodemanager import node_log
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NoNativeIO)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -383,7 +383,7 @@ class _ReducedRM:
 
 @pytest.mark.unit
 def test_a_user_outside_the_view_acl_is_refused_naming_the_acl_and_the_owner_but_may_kill_with_modify(monkeypatch):
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
     from submarine_py.errors import AccessDeniedError
 
     monkeypatch.setenv("HADOOP_USER_NAME", "bob")
@@ -511,7 +511,7 @@ class User:
     def rm_app(self, app_id: str) -> Dict[str, object]:
         """The RM's record of an application, as this user reads it (SPNEGO)."""
         python = os.environ.get("SUBM_SECURE_PYTHON") or sys.executable
-        done = self.run([python, "-c", "import json, sys; from submarine_py.backends.yarn.rest import "
+        done = self.run([python, "-c", "import json, sys; from submarine_py.backends.yarn.hadoop.resourcemanager import "
                          "ResourceManager; print(json.dumps(ResourceManager().app(sys.argv[1])))", app_id], check=True)
         return json.loads(done.stdout)
 
@@ -522,7 +522,7 @@ class User:
         return str(path)
 
     def stop_drivers(self) -> None:
-        from submarine_py.backends.yarn.skein_driver import stop_drivers
+        from submarine_py.backends.yarn.client.skein_driver import stop_drivers
 
         stop_drivers(str(self.dir / "skein"))
 
@@ -717,7 +717,7 @@ def test_a_secure_clusters_gang_is_asked_for_by_its_am_not_with_the_application(
     """Executors of containers declared with the application find their AM through the RM's web
     proxy, which asks for SPNEGO, and a container holds no ticket: on the Kerberized rig such a
     gang never registered. On a secure cluster the AM asks for every container itself."""
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     monkeypatch.setenv("HADOOP_CONF_DIR", secure_conf_dir(tmp_path))
     backend = YarnBackend.__new__(YarnBackend)  # nothing of it is asked: not even the RM

@@ -81,7 +81,7 @@ def test_with_fewer_gpus_free_than_parallel_the_sweep_runs_on_what_it_gets(tmp_p
 
 
 def am_pids(app_id: str) -> List[int]:
-    """The Python AM's process (on this machine's rig): cwd in the AM container, running am_main."""
+    """The Python AM's process (on this machine's rig): cwd in the AM container, running am/main.py."""
     import os
 
     attempts = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}/appattempts", timeout=10).json()
@@ -90,7 +90,7 @@ def am_pids(app_id: str) -> List[int]:
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and os.readlink(proc / "cwd").endswith(container) \
-                    and b"am_main" in (proc / "cmdline").read_bytes():
+                    and b"backends.yarn.am.main" in (proc / "cmdline").read_bytes():
                 pids.append(int(proc.name))
         except OSError:
             continue

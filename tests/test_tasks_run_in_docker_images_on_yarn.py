@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from conftest import YARN_CONF_DIR, run_json, write_job
-from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec, docker_env
+from submarine_py.backends.yarn.client.app_spec import YarnOptions, build_application_spec, docker_env
 from submarine_py.plan import make_plan
 from submarine_py.jobfile import spec_from_dict
 
@@ -61,7 +61,7 @@ def test_the_skein_spec_runs_the_executor_with_the_images_python():
 def _rig() -> str:
     if not YARN_CONF_DIR:
         return "no YARN cluster: set HADOOP_CONF_DIR (bash scripts/rig.sh up DIR)"
-    from submarine_py.backends.yarn.rest import rm_address
+    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
 
     try:
         requests.get(rm_address(YARN_CONF_DIR) + "/ws/v1/cluster/info", timeout=3).raise_for_status()

@@ -123,7 +123,7 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
 
     # Another cluster (here: this one, its copies removed) gets the archives kept on this
     # machine, uploaded as they are: the gigabytes are not packed again.
-    from submarine_py.backends.yarn.rest import yarn_user
+    from submarine_py.backends.yarn.hadoop.resourcemanager import yarn_user
 
     gone = hdfs(conf, "dfs", "-rm", "-r", "-f", "-skipTrash", f"/user/{yarn_user()}/.subm/environments")
     assert gone.returncode == 0, gone.stderr

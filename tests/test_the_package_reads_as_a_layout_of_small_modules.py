@@ -90,3 +90,19 @@ def test_no_module_is_longer_than_a_newcomer_reads_whole():
     long = {str(path.relative_to(PACKAGE.parent)): n for path in modules().values()
             if (n := len(path.read_text().splitlines())) > MOST_LINES}
     assert long == {}
+
+
+def test_the_yarn_backends_submitting_side_and_its_am_live_apart():
+    """As skein keeps its driver's client apart from its AM's: what runs where the user submits
+    (``backends/yarn/client``) imports nothing of what runs in the AM's container
+    (``backends/yarn/am``), nor the other way round; and what both stand on (``backends/yarn/hadoop``:
+    where the cluster is and how to call it) imports neither."""
+    known = modules()
+    yarn = "submarine_py.backends.yarn."
+    crossings = []
+    for name, path in known.items():
+        for side, forbidden in (("client", ("am",)), ("am", ("client",)), ("hadoop", ("am", "client"))):
+            if name.startswith(yarn + side):
+                crossings += [(name, target) for target in sorted(imports(name, path, known))
+                              if any(target.startswith(yarn + other) for other in forbidden)]
+    assert crossings == []

@@ -43,7 +43,7 @@ def hdfs(conf_dir: str, *args: str, **kw) -> subprocess.CompletedProcess:
 
 def test_hdfs_is_the_default_filesystem_and_dfs_put_and_cat_work():
     require_yarn()
-    from submarine_py.backends.yarn.site import hadoop_conf
+    from submarine_py.backends.yarn.hadoop.conf import hadoop_conf
 
     assert hadoop_conf("core-site.xml", YARN_CONF_DIR)["fs.defaultFS"].startswith("hdfs://")
     local = Path(tempfile.mkdtemp()) / "greeting.txt"

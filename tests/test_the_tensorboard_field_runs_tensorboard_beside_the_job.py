@@ -11,7 +11,7 @@ import pytest
 from submarine_py.am.master import ApplicationMaster
 from submarine_py import extras
 from submarine_py.backends.local.backend import LocalBackend
-from submarine_py.backends.yarn.backend import YarnBackend
+from submarine_py.backends.yarn.client.backend import YarnBackend
 from submarine_py.errors import SpecError
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.output import format_report, public_report

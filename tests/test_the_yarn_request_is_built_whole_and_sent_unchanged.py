@@ -10,9 +10,12 @@ import json
 
 import pytest
 
-from submarine_py.backends.yarn import am_main, app_logs, attempts
-from submarine_py.backends.yarn.attempts import REPORT_FILE, am_attempts, decided, last_left, saved_am_attempts
-from submarine_py.backends.yarn.capacity import GANG_ASKED_AT_SUBMISSION
+from submarine_py.backends.yarn import attempts
+from submarine_py.backends.yarn.am import main as am_main
+from submarine_py.backends.yarn.client import app_logs
+from submarine_py.backends.yarn.attempts import am_attempts, decided, last_left, saved_am_attempts
+from submarine_py.backends.yarn.protocol import REPORT_FILE
+from submarine_py.backends.yarn.protocol import GANG_ASKED_AT_SUBMISSION
 from submarine_py.jobfile import spec_from_dict
 from submarine_py.plan import make_plan
 
@@ -61,7 +64,7 @@ def yarn(tmp_path, monkeypatch):
     """A YarnBackend on a plain (not Kerberized) cluster, its RM and skein's client stand-ins:
     ``submitted`` gets what skein was handed, with the job file as it was at that moment."""
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     conf = tmp_path / "conf"
     conf.mkdir()
@@ -127,7 +130,7 @@ class ClusterFiles:
     """The cluster's filesystem as submission uses it (``travel/webhdfs.Files``): a set of paths."""
 
     def __init__(self, there=()):
-        from submarine_py.backends.yarn.travel.webhdfs import ClusterFilesystem
+        from submarine_py.backends.yarn.hadoop.webhdfs import ClusterFilesystem
 
         self.where = ClusterFilesystem(uri="hdfs://nn:8020", http_address="nn:9870")
         self.there, self.puts = set(there), []
@@ -146,7 +149,7 @@ class ClusterFiles:
 def test_the_executor_is_kept_once_on_the_cluster_filesystem_and_every_job_names_that_copy(yarn, monkeypatch):
     """Named by its bytes under the user's folder, uploaded by the first job that lacks it, then
     localized PRIVATE (the node's cache keeps it): a job ships one file of its own, the job file."""
-    from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE, JOB_FILE
+    from submarine_py.backends.yarn.client.app_spec import EXECUTOR_FILE, JOB_FILE
     from submarine_py.executor.bundle import bundle_source
 
     files = ClusterFiles()
@@ -168,7 +171,7 @@ def test_the_executor_is_kept_once_on_the_cluster_filesystem_and_every_job_names
 
 
 def test_where_the_cluster_filesystem_is_not_hdfs_the_executor_travels_with_each_job(yarn):
-    from submarine_py.backends.yarn.app_spec import EXECUTOR_FILE
+    from submarine_py.backends.yarn.client.app_spec import EXECUTOR_FILE
 
     backend, request_of, submitted = yarn(FakeRM((2, 2)))  # its conf names no fs.defaultFS
     request = backend.request(plan_of(2))
@@ -193,7 +196,7 @@ SWEEP = {"metric": "loss", "trials": 2, "params": {"x": [1, 2]}, "algorithm": "g
 ])
 def test_the_application_spec_and_a_finished_jobs_saved_spec_give_the_same_attempts(tmp_path, extra, expected):
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.app_spec import YarnOptions, build_application_spec
+    from submarine_py.backends.yarn.client.app_spec import YarnOptions, build_application_spec
 
     plan = plan_of(1, gpus=0, **extra)
     assert am_attempts(plan.job.restart, sweep=plan.job.sweep is not None) == expected
@@ -252,7 +255,7 @@ def test_a_sweep_that_failed_in_its_first_attempt_is_ended_for_the_client_with_o
     # A sweep's application has two YARN attempts whatever its restart section says (before,
     # the client read one from a sweep with `never` and waited for YARN's repeat).
     pytest.importorskip("skein")
-    from submarine_py.backends.yarn.backend import YarnBackend
+    from submarine_py.backends.yarn.client.backend import YarnBackend
 
     rm = with_reports(monkeypatch, {"c1": saved("FAILED", "DONE", restart={"policy": "never", "max_restarts": 0},
                                                 sweep=SWEEP)})

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from submarine_py.backends.local import docker as local_docker
-from submarine_py.backends.yarn import shipping
+from submarine_py.backends.yarn.client import shipping
 from submarine_py.cli import main
 from submarine_py.errors import SpecError
 from submarine_py.frameworks import get_framework

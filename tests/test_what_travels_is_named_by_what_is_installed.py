@@ -1,4 +1,4 @@
-"""What of the submitting environment travels to YARN's nodes (``backends/yarn/travel``), checked
+"""What of the submitting environment travels to YARN's nodes (``backends/yarn/client/travel``), checked
 without a cluster: each part is named by what is installed (so an unchanged environment is
 recognised without packing it), editable installs travel apart, the request names every part
 (``--dry-run`` shows what submission uploads), and the container's launch lines make a working
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from submarine_py.backends.yarn.travel import BASE_DIR, CODE_DIR, ENV_DIR, Travel, installed, packing, plan
-from submarine_py.backends.yarn.travel.webhdfs import ClusterFilesystem
+from submarine_py.backends.yarn.client.travel import BASE_DIR, CODE_DIR, ENV_DIR, Travel, installed, packing, plan
+from submarine_py.backends.yarn.hadoop.webhdfs import ClusterFilesystem
 from submarine_py.errors import SpecError
 
 skein = pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
@@ -89,7 +89,7 @@ def test_an_interpreter_that_is_no_environment_is_refused_saying_what_to_do():
 
 @pytest.mark.unit
 def test_the_request_names_every_part_for_the_am_and_the_tasks_outside_images(tmp_path):
-    from submarine_py.backends.yarn.request import build_request
+    from submarine_py.backends.yarn.client.request import build_request
     from submarine_py.jobfile import spec_from_dict
     from submarine_py.plan import make_plan
 

@@ -1,7 +1,7 @@
 """What every ApplicationMaster process does, whichever backend started it.
 
 The entry points are the backends' own (``python -m submarine_py.backends.local.am_main``,
-``python -m submarine_py.backends.yarn.am_main``): each builds its :class:`Containers`,
+``python -m submarine_py.backends.yarn.am.main``): each builds its :class:`Containers`,
 has :func:`make_am` pick the AM's strategy, and hands the AM to :func:`run_am`. Nothing here
 imports a backend.
 """
@@ -14,18 +14,13 @@ import sys
 from typing import Any, Callable, Dict, Optional
 
 from ..plan import Plan, make_plan
-from ..report import JobReport
+from ..report import SIGNALLED, JobReport
 from .containers import Containers
 from .master import ApplicationMaster
 from .shell import AM, Shell
 from .sweep.master import SweepMaster
 from .server import serve
 from ..jobfile.validate import spec_from_dict
-
-
-#: How the diagnostics of a job whose AM was signalled begin (YARN's own, when it killed the
-#: application with a reason, say more: see the YARN backend's status()).
-SIGNALLED = "the ApplicationMaster received"
 
 
 def setup_logging() -> None:

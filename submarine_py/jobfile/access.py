@@ -50,7 +50,7 @@ def _names(builder: FieldReader, value: Any, path: str) -> Tuple[str, ...]:
 def kerberos(builder: FieldReader, value: Any) -> Optional[KerberosSpec]:
     """``kerberos: {principal: alice@REALM, keytab: path}``: both, or the section left out.
     A relative keytab is relative to the job file; whether it logs in is checked when the job
-    is submitted to a secure cluster (``backends/yarn/kerberos.py``)."""
+    is submitted to a secure cluster (``backends/yarn/hadoop/kerberos.py``)."""
     if value is None:
         return None
     d = builder.mapping(value, "kerberos", ("principal", "keytab"))

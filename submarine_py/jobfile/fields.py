@@ -3,7 +3,7 @@ be, the numeric limits, and how values are shown in problems.
 
 These hold for every backend; what only one backend cannot take (YARN's queue and node
 label names, the characters its launch script passes on...) is that backend's
-``check(spec)`` (``backends/yarn/rules.py``). Pure and free of the spec dataclasses
+``check(spec)`` (``backends/yarn/client/rules.py``). Pure and free of the spec dataclasses
 (``model.py``) and of the walk that applies these rules with each field's path (``validate.py``).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A YARN application's attempts: how many the job gets, the report each AM attempt leaves, and
 whether an earlier attempt already decided the job.
 
-Asked by the application spec (``max_attempts``), by the AM of a later attempt (``am_main``: go
+Asked by the application spec (``max_attempts``), by the AM of a later attempt (``am/main.py``: go
 on from the job so far, or repeat a verdict) and by the client (``YarnBackend.status``: a
 verdict that YARN's next attempt will only repeat is the end), so that the three agree.
 """
@@ -15,13 +15,8 @@ from ...jobfile.model import DEFAULT_MAX_RESTARTS, RestartSpec
 from ...restarts import AM_ATTEMPTS_WITH_RESTARTS, Restarts
 from ...states import JobState, Phase, RestartPolicy
 from ...interpreters import NODE_LACKS
-from .nodemanager import node_log
-
-#: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
-#: later YARN attempt goes on from), final once the job is done; ``subm status`` and ``subm
-#: logs`` read it through the NodeManager.
-REPORT_FILE = "subm-report.json"
-
+from .hadoop.nodemanager import node_log
+from .protocol import REPORT_FILE
 
 def am_attempts(restart: RestartSpec, sweep: bool = False) -> int:
     """YARN attempts of the application (see :attr:`Restarts.am_attempts`); a sweep's always

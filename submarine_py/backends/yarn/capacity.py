@@ -17,22 +17,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...admission import Gang, Need, Room, Verdict, admit
 from ...plan import Plan, TaskPlan
-from ...states import GateState, Placement
-from .rest import GPU, ResourceManager, _resources
+from ...states import Placement
+from .hadoop.resourcemanager import GPU, ResourceManager, resources_of
+from .protocol import ASKED_BELOW, GANG_TAG, QUEUED_BELOW, TAG
 
 log = logging.getLogger("subm.am.yarn")
 
-#: The YARN application tag every subm job carries (how its AMs find each other's gangs).
-TAG = "submarine"
-#: The tag that says a job's gang (:func:`gang_tag`).
-GANG_TAG = "subm-gang:"
-#: An AM's progress (skein's ``set_progress``; the RM shows it as a percentage) for each state
-#: of its gang. A job not yet started by YARN (ACCEPTED) or whose AM has not said (0) waits.
-PROGRESS = {GateState.QUEUED: 0.01, GateState.ASKED: 0.25, GateState.HELD: 0.5}
-#: The RM's percentages below which a job waits, and below which it is still asking.
-_QUEUED_BELOW, _ASKED_BELOW = 10.0, 40.0
-#: The job file's word (``subm_job.json``) that its gang was asked for with the application.
-GANG_ASKED_AT_SUBMISSION = "gang_asked_at_submission"
 #: YARN rounds each container's memory up to a multiple of this (yarn.scheduler.minimum-allocation-mb).
 DEFAULT_MIN_MEMORY_MB = 1024
 
@@ -65,6 +55,14 @@ def not_granted(tasks: Sequence[TaskPlan], running: int, reserved_mb: int,
     return []
 
 
+def task_containers_counted(app: Mapping[str, Any]) -> Optional[int]:
+    """The task containers the RM counts for a running application (its ``runningContainers``
+    less the AM's), or None where it does not say."""
+    if app.get("state") != "RUNNING" or app.get("runningContainers") is None:
+        return None
+    return max(0, int(app.get("runningContainers") or 0) - 1)
+
+
 def gang_tag(plan: Plan) -> str:
     """The job's gang as a YARN tag: ``subm-gang:2x2048m1c1g+1x1024m1c0g`` (count x per task)."""
     groups: Dict[Tuple[int, int, int], int] = {}
@@ -93,7 +91,7 @@ def parse_gang_tag(tags: Any, min_memory_mb: int = DEFAULT_MIN_MEMORY_MB) -> Opt
 
 
 def _need(block: Optional[Mapping[str, Any]]) -> Need:
-    res = _resources(block)  # type: ignore[arg-type]
+    res = resources_of(block)  # type: ignore[arg-type]
     block = block or {}
     return Need(int(res.get("memory-mb", block.get("memory", 0)) or 0),
                 int(res.get("vcores", block.get("vCores", 0)) or 0), int(res.get(GPU, 0)))
@@ -172,8 +170,8 @@ def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
         if not needs:
             continue
         progress = float(a.get("progress") or 0.0)
-        queued = a.get("state") == "ACCEPTED" or progress < _QUEUED_BELOW
-        asked = not queued and progress < _ASKED_BELOW
+        queued = a.get("state") == "ACCEPTED" or progress < QUEUED_BELOW
+        asked = not queued and progress < ASKED_BELOW
         if not queued and not asked:
             continue
         held = max(0, int(a.get("runningContainers") or 0) - 1)

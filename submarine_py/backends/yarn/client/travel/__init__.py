@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
-from ....errors import BackendError
+from .....errors import BackendError
 from .installed import Installed, read
-from .webhdfs import ClusterFilesystem, Files
+from ...hadoop.webhdfs import ClusterFilesystem, Files
 
 #: Opting out: "no" when the nodes have the submitting environment at its path.
 SHIP_ENV = "SUBM_SHIP_ENVIRONMENT"
@@ -98,7 +98,7 @@ class Travel:
 
     def task_path_line(self) -> str:
         """A task's PATH: the executor's python wrappers, then the environment's scripts."""
-        from ....interpreters import YARN_BIN_DIR
+        from .....interpreters import YARN_BIN_DIR
 
         return f'export PATH="$PWD/{YARN_BIN_DIR}:$PWD/{ENV_DIR}/bin:$PATH"'
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ...errors import BackendError, SpecError
-from .travel.webhdfs import ClusterFilesystem, Files
+from ....errors import BackendError, SpecError
+from ..hadoop.webhdfs import ClusterFilesystem, Files
 
 #: Where the copies are kept, under the user's folder on the cluster's filesystem.
 FOLDER = ".subm/executors"

@@ -8,15 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Collection, List, Mapping, Optional
 
-from ...am.containers import Held
+from ....am.containers import Held
 
 log = logging.getLogger("subm.am.yarn")
 
-#: A test's hook (tests/test_a_gang_asked_at_submission_leaves_nothing_held_on_yarn.py): the AM
-#: waits this many seconds before taking the first container asked for with the application,
-#: so that executors register between admission and launch, the race of issue 32, on purpose.
-#: Passed from the submitting environment to the AM's (``app_spec.master``); unset: no wait.
-LAUNCH_PAUSE_ENV = "SUBM_TEST_LAUNCH_PAUSE"
 #: skein's states of a container the application holds or has asked for.
 HELD_STATES = ("WAITING", "REQUESTED", "RUNNING")
 #: A container given back this recently and still listed is the cluster catching up; listed
@@ -36,11 +31,3 @@ def held_containers(app: Any, services: Collection[str], aside: Collection[str],
         return None
     return [Held(c.id, str(c.state), given_back=now - killed_at.get(c.id, float("-inf")) < GIVE_BACK_SECONDS)
             for c in found if c.id not in aside]
-
-
-def task_containers_counted(app: Mapping[str, Any]) -> Optional[int]:
-    """The task containers the RM counts for a running application (its ``runningContainers``
-    less the AM's), or None where it does not say."""
-    if app.get("state") != "RUNNING" or app.get("runningContainers") is None:
-        return None
-    return max(0, int(app.get("runningContainers") or 0) - 1)

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from ...errors import CredentialsError, SpecError
-from ...home import subm_home
-from .site import hadoop_conf
+from ....errors import CredentialsError, SpecError
+from ....home import subm_home
+from .conf import hadoop_conf
 
 #: A ticket with less than this left is renewed (``kinit -R``) or taken again from the keytab.
 REFRESH_BEFORE_SECONDS = 120.0

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import requests
 
-from ...errors import CredentialsError
+from ....errors import CredentialsError
 
 
 #: Whether calls answer a Negotiate challenge with SPNEGO. Off in the AM's container, which

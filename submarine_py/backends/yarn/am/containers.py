@@ -1,7 +1,7 @@
 """The AM side of the YARN backend: skein's ApplicationClient as the AM's :class:`Containers`.
 
 Runs inside the application's master container (skein's master script, see
-``am_main``). It asks for every container once admission says the gang fits (``add_container``),
+``main.py``). It asks for every container once admission says the gang fits (``add_container``),
 except a first gang admitted at submission, which skein's AM asked for as it started (see
 ``capacity.admit_at_submission``: the AM takes those); notices containers that ended (the
 executor normally says so first, over HTTP), and hands the final state to YARN.
@@ -20,18 +20,19 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ...errors import CredentialsError
-from ...executor import protocol
-from ...plan import Plan, TaskPlan
-from ...admission import Room, Verdict, admit
-from ...am.containers import Containers, Ended, Held
-from ...states import GateState, JobState, Placement
-from .capacity import PROGRESS, Capacity, not_granted, room_words
+from ....errors import CredentialsError
+from ....executor import protocol
+from ....plan import Plan, TaskPlan
+from ....admission import Room, Verdict, admit
+from ....am.containers import Containers, Ended, Held
+from ....states import GateState, JobState, Placement
+from ..capacity import Capacity, not_granted, room_words
+from ..protocol import LAUNCH_PAUSE_ENV, PROGRESS
 from .dropped import Dropped
 from .exits import container_end, refused_at_node
-from .held import LAUNCH_PAUSE_ENV, held_containers
-from .nodemanager import nm_container
-from .rest import ResourceManager, yarn_user
+from .held import held_containers
+from ..hadoop.nodemanager import nm_container
+from ..hadoop.resourcemanager import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5

@@ -13,12 +13,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from ...errors import BackendError
-from ...home import subm_home
-from ...plan import Plan
+from ....errors import BackendError
+from ....home import subm_home
+from ....plan import Plan
 from . import shipping
 from .app_spec import EXECUTOR_FILE, JOB_FILE, YarnOptions, build_application_spec
-from .capacity import GANG_ASKED_AT_SUBMISSION
+from ..protocol import GANG_ASKED_AT_SUBMISSION
 from .shared_executor import SharedExecutor
 from .travel import Travel
 
@@ -107,7 +107,7 @@ def archive_checksum(path: str) -> str:
     Remembered in ``$SUBM_HOME/archive-sums.json`` by path, size and mtime, so that
     submitting the same archive again does not read hundreds of MB again.
     """
-    from ...executor.envcache import sha256_of
+    from ....executor.envcache import sha256_of
 
     st = os.stat(path)
     key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"

@@ -19,9 +19,9 @@ import logging
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ...am.containers import Ended
+from ....am.containers import Ended
 from .exits import KILLED_BY_AM, NM_EXITED, container_end, nm_failure
-from .nodemanager import nm_container
+from ..hadoop.nodemanager import nm_container
 
 log = logging.getLogger("subm.am.yarn")
 

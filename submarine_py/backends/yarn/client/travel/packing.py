@@ -19,7 +19,7 @@ import tarfile
 import threading
 from typing import Iterator
 
-from ....errors import SpecError
+from .....errors import SpecError
 from .installed import Installed
 
 #: gzip's fastest level: packing gigabytes on the submitting machine costs more than the

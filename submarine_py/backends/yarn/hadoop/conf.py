@@ -7,7 +7,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Dict, Optional
 
-from ...errors import BackendError, SpecError
+from ....errors import BackendError, SpecError
 
 
 def hadoop_conf_dir() -> str:

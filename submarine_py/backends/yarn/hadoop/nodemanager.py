@@ -9,8 +9,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import requests
 
-from ...errors import BackendError
-from .rest import daemon_says, yarn_user
+from ....errors import BackendError
+from .resourcemanager import daemon_says, yarn_user
 from .spnego import http_auth
 
 

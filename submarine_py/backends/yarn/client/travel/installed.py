@@ -21,7 +21,7 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
-from ....errors import SpecError
+from .....errors import SpecError
 
 #: Base installations the nodes' own operating system is taken to have (not shipped).
 SYSTEM_PREFIXES = ("/usr",)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 from urllib.parse import urlparse
 
 from ....errors import BackendError, SpecError
-from ..site import hadoop_conf
+from .conf import hadoop_conf
 
 NAMENODE_HTTP_PORT = 9870
 

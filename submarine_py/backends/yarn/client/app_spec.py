@@ -17,14 +17,14 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ... import interpreters
-from ...jobfile.model import AclSpec, JobSpec
-from ...plan import Plan, TaskPlan
-from ...executor import main as executor_module, protocol
+from .... import interpreters
+from ....jobfile.model import AclSpec, JobSpec
+from ....plan import Plan, TaskPlan
+from ....executor import main as executor_module, protocol
 from . import shipping
-from .attempts import am_attempts
-from .capacity import TAG, gang_tag
-from .held import LAUNCH_PAUSE_ENV
+from ..attempts import am_attempts
+from ..capacity import gang_tag
+from ..protocol import LAUNCH_PAUSE_ENV, TAG
 from .travel import Travel
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
@@ -39,8 +39,8 @@ EXECUTOR_FILE = executor_module.shipped_name("executor")
 JOB_FILE = "subm_job.json"
 #: environment.archive as localized in task containers: a plain file, unpacked by the executor.
 ENV_ARCHIVE = "subm-environment"
-#: The YARN ApplicationMaster's entry point (``am_main.py`` beside this module).
-AM_MODULE = f"{__package__}.am_main"
+#: The YARN ApplicationMaster's entry point (``am/main.py`` of this backend).
+AM_MODULE = "submarine_py.backends.yarn.am.main"
 #: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.
 AM_MEMORY_MB = 768
 
@@ -213,7 +213,7 @@ def file_systems(plan: Plan) -> List[str]:
 
 
 def master(opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
-    """skein's master: the Python AM (``am_main``) reading the job file skein ships."""
+    """skein's master: the Python AM (``am/main.py``) reading the job file skein ships."""
     import skein
 
     return skein.Master(

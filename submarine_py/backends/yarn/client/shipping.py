@@ -16,9 +16,9 @@ import os
 import tarfile
 from typing import Dict, Mapping
 
-from ...errors import SpecError
-from ...executor import protocol
-from ...jobfile.files import source_problem
+from ....errors import SpecError
+from ....executor import protocol
+from ....jobfile.files import source_problem
 
 #: Names in the container's working directory (reserved by the spec's validation).
 FILES_ARCHIVE = ".subm-files.tar.gz"

@@ -1,4 +1,4 @@
-"""The YARN backend's ApplicationMaster process: ``python -m submarine_py.backends.yarn.am_main JOB_FILE``.
+"""The YARN backend's ApplicationMaster process: ``python -m submarine_py.backends.yarn.am.main JOB_FILE``.
 
 skein's master script (see ``app_spec``) runs it in the application's master
 container; the executors' containers are skein services (:class:`YarnContainers`).
@@ -12,15 +12,15 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from ...report import JobReport
-from ...am.process import load_job_file, make_am, plan_of, run_am, setup_logging
-from ...am.reporting import write_json
-from ...states import JobState, Phase
-from .attempts import REPORT_FILE, last_left
-from .capacity import GANG_ASKED_AT_SUBMISSION
+from ....report import JobReport
+from ....am.process import load_job_file, make_am, plan_of, run_am, setup_logging
+from ....am.reporting import write_json
+from ....states import JobState, Phase
+from ..attempts import last_left
+from ..protocol import GANG_ASKED_AT_SUBMISSION, REPORT_FILE
 from .containers import YarnContainers
-from .rest import ResourceManager
-from .spnego import without_kerberos
+from ..hadoop.resourcemanager import ResourceManager
+from ..hadoop.spnego import without_kerberos
 from .tokens import rm_token_header
 
 log = logging.getLogger("subm.am.yarn")
@@ -41,7 +41,7 @@ def main_yarn(job_file: str) -> int:
     app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
     # The AM never blocks on the RM; on a secure cluster it reads it with the application's RM
     # delegation token (no ticket in a container).
-    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0, headers=rm_token_header())
+    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0, token_headers=rm_token_header())
     containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"),
                                 gang_asked=bool(meta.get(GANG_ASKED_AT_SUBMISSION)))
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]

@@ -23,10 +23,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import requests
 
-from ...errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
-from .site import hadoop_conf
+from ....errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
+from .conf import hadoop_conf
 from .spnego import http_auth
-from .tokens import TOKEN_HEADERS
 
 GPU = "yarn.io/gpu"
 #: How long a command waits for a ResourceManager that does not answer, by default.
@@ -117,7 +116,7 @@ class ResourceManager:
     say_every = 15.0
 
     def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
-                 say: Callable[[str], None] = say, headers: Optional[Dict[str, str]] = None):
+                 say: Callable[[str], None] = say, token_headers: Optional[Dict[str, str]] = None):
         self.url = (url or rm_address()).rstrip("/")
         self.timeout = timeout
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
@@ -125,9 +124,9 @@ class ResourceManager:
         self.session = requests.Session()
         self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
-        self.session.headers.update(headers or {})  # the AM's: its RM delegation token (tokens.py)
+        self.session.headers.update(token_headers or {})  # the AM's: its RM delegation token
         #: Whether calls carry a delegation token (the AM's) rather than the user's Kerberos login.
-        self.with_token = any(h in (headers or {}) for h in TOKEN_HEADERS)
+        self.with_token = bool(token_headers)
         self.session.params = {"user.name": yarn_user()}
 
     def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
@@ -252,8 +251,8 @@ class ResourceManager:
         nodes = self.running_nodes()
         mem = vc = gpu = 0
         for n in nodes:
-            total = _resources(n.get("usedResource")) 
-            avail = _resources(n.get("availableResource"))
+            total = resources_of(n.get("usedResource")) 
+            avail = resources_of(n.get("availableResource"))
             mem = max(mem, total.get("memory-mb", n.get("usedMemoryMB", 0)) + avail.get("memory-mb", n.get("availMemoryMB", 0)))
             vc = max(vc, total.get("vcores", n.get("usedVirtualCores", 0)) + avail.get("vcores", n.get("availableVirtualCores", 0)))
             gpu = max(gpu, total.get(GPU, 0) + avail.get(GPU, 0))
@@ -343,6 +342,6 @@ def view_refused(app: Dict[str, Any], app_id: str) -> AccessDeniedError:
                              "acls.view, or a YARN admin (yarn.admin.acl) to look")
 
 
-def _resources(block: Optional[Dict[str, Any]]) -> Dict[str, int]:
+def resources_of(block: Optional[Dict[str, Any]]) -> Dict[str, int]:
     infos = ((block or {}).get("resourceInformations") or {}).get("resourceInformation") or []
     return {i["name"]: int(i.get("value") or 0) for i in infos if "name" in i}

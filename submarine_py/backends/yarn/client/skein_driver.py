@@ -32,10 +32,10 @@ import warnings
 import xml.etree.ElementTree as ET
 from typing import Dict, Iterator, List, Optional
 
-from ...errors import BackendError
-from ...home import subm_home
-from .kerberos import Login
-from .site import hadoop_conf
+from ....errors import BackendError
+from ....home import subm_home
+from ..hadoop.kerberos import Login
+from ..hadoop.conf import hadoop_conf
 
 #: Files of the Hadoop configuration whose content the driver depends on.
 CONF_FILES = ("core-site.xml", "yarn-site.xml", "hdfs-site.xml", "resource-types.xml")

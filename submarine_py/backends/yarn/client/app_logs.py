@@ -16,11 +16,11 @@ import json
 import time
 from typing import Dict, List, Optional, Protocol, TextIO, Tuple
 
-from ...errors import BackendError, JobNotFoundError
-from ...report import JobReport
-from ..logs import LogFile, LogOutput, missing_attempt, read_tail
-from .attempts import REPORT_FILE
-from .nodemanager import LogRefused, node_log, node_log_sizes, stream_node_log
+from ....errors import BackendError, JobNotFoundError
+from ....report import JobReport
+from ...logs import LogFile, LogOutput, missing_attempt, read_tail
+from ..protocol import REPORT_FILE
+from ..hadoop.nodemanager import LogRefused, node_log, node_log_sizes, stream_node_log
 
 
 class _Reports(Protocol):

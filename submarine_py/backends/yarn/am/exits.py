@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Optional
 
-from ...am.containers import Ended
-from ...refusals import refusal
-from ...states import Cause
-from .nodemanager import nm_container, node_log
+from ....am.containers import Ended
+from ....refusals import refusal
+from ....states import Cause
+from ..hadoop.nodemanager import nm_container, node_log
 
 #: YARN diagnostics are kept to their end (where the NodeManager puts the stderr tail).
 MAX_DIAGNOSTICS = 2000

@@ -19,28 +19,28 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Set, TextIO
 
-from ... import extras
-from ...errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError, SpecError
-from ...jobfile.model import JobSpec
-from ...plan import Plan
-from ...report import JobReport, Timings, replace
-from ...states import JobState, Phase, TaskState
-from ...units import format_memory
-from ..base import KILLED_BY_USER, Backend, Problem
-from ...executor import bundle, protocol
-from ...am.process import SIGNALLED
-from . import kerberos, rules, shared_executor, shipping, spnego, travel
+from .... import extras
+from ....errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError, SpecError
+from ....jobfile.model import JobSpec
+from ....plan import Plan
+from ....report import SIGNALLED, JobReport, Timings, replace
+from ....states import JobState, Phase, TaskState
+from ....units import format_memory
+from ...base import KILLED_BY_USER, Backend, Problem
+from ....executor import bundle, protocol
+from ..attempts import last_left, node_could_not_start
+from ..capacity import admit_at_submission, leaf_queue, task_containers_counted
+from ..hadoop import kerberos, spnego
+from ..hadoop.conf import hadoop_conf_dir
+from ..hadoop.nodemanager import node_log
+from ..hadoop.resourcemanager import GPU, ResourceManager, say, view_refused, withheld, yarn_user
+from ..hadoop.webhdfs import ClusterFilesystem, Files
+from ..protocol import REPORT_FILE, TAG
+from . import rules, shared_executor, shipping, travel
 from .app_logs import write_app_logs
 from .app_spec import runs_submitting_python
-from .attempts import REPORT_FILE, last_left, node_could_not_start
-from .capacity import TAG, admit_at_submission, leaf_queue
-from .nodemanager import node_log
-from .held import task_containers_counted
 from .request import YarnRequest, build_request, require_skein
-from .rest import GPU, ResourceManager, say, view_refused, withheld, yarn_user
-from .site import hadoop_conf_dir
 from .skein_driver import client_for
-from .travel.webhdfs import ClusterFilesystem, Files
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
                 "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
@@ -235,7 +235,7 @@ class YarnBackend(Backend):
         if am is None and not done and yarn_state in ("ACCEPTED", "RUNNING"):
             # No AM answers: if the last one decided a failure and YARN has another attempt left,
             # that is the end. skein leaves such an application to YARN's next attempt, whose AM
-            # only repeats the verdict (am_main._repeat_verdict), seconds later: after the
+            # only repeats the verdict (am/main.py's _repeat_verdict), seconds later: after the
             # NodeManager reports the AM's container finished (it cleans up failed containers
             # one after the other), and after the new AM starts. YARN's own record follows then.
             am = self._decided(app_id)
@@ -392,7 +392,7 @@ class YarnBackend(Backend):
             yield from readers.map(self.status, ids)
 
     def cluster(self) -> Dict[str, Any]:
-        from ...cluster import yarn_cluster
+        from ....cluster import yarn_cluster
 
         rm = self.rm_now
         return yarn_cluster(rm.url, rm.nodes(), rm.scheduler(), rm.resource_types())

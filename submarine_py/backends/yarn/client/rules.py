@@ -14,8 +14,8 @@ import os
 import re
 from typing import List, Optional, Tuple
 
-from ...jobfile.fields import show
-from ...jobfile.model import DockerSpec, JobSpec
+from ....jobfile.fields import show
+from ....jobfile.model import DockerSpec, JobSpec
 
 #: A name YARN turns into a file of the container's directory (a ``files`` destination or a
 #: source's base name): YARN's launch script writes it between double quotes, so no ``$``,

@@ -1,0 +1,30 @@
+"""The words a subm application on YARN, its AM and its clients share, spelled once: how its
+AMs find each other (its tag, its gang's tag, the progress that tells where its gang stands),
+what the job file says of its gang, where the AM leaves its report, and a test's hook passed to
+the AM. Imported by the submitting side (``client/``), the AM's (``am/``) and what both share
+(``capacity.py``, ``attempts.py``); it imports nothing.
+"""
+from __future__ import annotations
+
+from ...states import GateState
+
+#: The YARN application tag every subm job carries (how its AMs find each other's gangs).
+TAG = "submarine"
+#: The tag that says a job's gang (``capacity.gang_tag``: ``subm-gang:2x2048m1c1g+...``).
+GANG_TAG = "subm-gang:"
+#: An AM's progress (skein's ``set_progress``; the RM shows it as a percentage) for each state
+#: of its gang. A job not yet started by YARN (ACCEPTED) or whose AM has not said (0) waits.
+PROGRESS = {GateState.QUEUED: 0.01, GateState.ASKED: 0.25, GateState.HELD: 0.5}
+#: The RM's percentages below which a job waits, and below which it is still asking.
+QUEUED_BELOW, ASKED_BELOW = 10.0, 40.0
+#: The job file's word (``subm_job.json``) that its gang was asked for with the application.
+GANG_ASKED_AT_SUBMISSION = "gang_asked_at_submission"
+#: The AM's report, in its container's log directory: rewritten while it runs (what an AM of a
+#: later YARN attempt goes on from), final once the job is done; ``subm status`` and ``subm
+#: logs`` read it through the NodeManager.
+REPORT_FILE = "subm-report.json"
+#: A test's hook (tests/test_a_gang_asked_at_submission_leaves_nothing_held_on_yarn.py): the AM
+#: waits this many seconds before taking the first container asked for with the application,
+#: so that executors register between admission and launch, the race of issue 32, on purpose.
+#: Passed from the submitting environment to the AM's (``app_spec.master``); unset: no wait.
+LAUNCH_PAUSE_ENV = "SUBM_TEST_LAUNCH_PAUSE"
