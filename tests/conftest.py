@@ -77,17 +77,16 @@ def require_yarn() -> str:
     tests; without one that answers, the module skips (in CI: fails)."""
     if not YARN_CONF_DIR:
         skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
-    import requests
+    from submarine_py.backends.yarn.hadoop import addresses
+    from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
+    from submarine_py.errors import BackendError
 
-    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
-
-    rm = rm_address(YARN_CONF_DIR)
+    rm = ResourceManager(addresses.from_conf(YARN_CONF_DIR).rm_urls, wait_seconds=0, timeout=3, say=lambda _: None)
     try:
-        requests.get(f"{rm}/ws/v1/cluster/info", timeout=3).raise_for_status()
-    except requests.RequestException as exc:
-        skip_without_yarn(f"no YARN cluster: the ResourceManager at {rm} does not answer ({type(exc).__name__}); "
-                          "start one: bash scripts/rig.sh up DIR")
-    return rm
+        rm.started_on()  # every RM of an HA rig tried: the active one answers
+    except BackendError as exc:
+        skip_without_yarn(f"no YARN cluster: {exc}; start one: bash scripts/rig.sh up DIR")
+    return rm.url
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -47,7 +47,7 @@ def docker_rig() -> Dict[str, Any]:
 
 
 def _rm_url(conf_dir: str) -> str:
-    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
+    from submarine_py.backends.yarn.hadoop.addresses import rm_address
 
     return rm_address(conf_dir)
 

@@ -86,7 +86,7 @@ def test_a_kerberized_cluster_without_requests_gssapi_is_refused_before_submitti
     monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
     monkeypatch.setattr(extras, "importable", lacking("requests_gssapi"))
     with pytest.raises(SpecError) as caught:
-        YarnBackend(rm_url="http://rm.invalid:8088").check_cluster(make_plan(spec()))
+        YarnBackend(rm_urls=("http://rm.invalid:8088",)).check_cluster(make_plan(spec()))
     assert caught.value.exit_code == 2
     assert "kerberos: the cluster is Kerberized and requests-gssapi is not installed" in str(caught.value)
     assert "submarine-py[yarn]" in str(caught.value)

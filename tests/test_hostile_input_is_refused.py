@@ -53,7 +53,7 @@ def problems(tmp_path: Path, rules=None, **job) -> dict:
 
 def app_spec(tmp_path: Path, spec: JobSpec, python: str = "/opt/py/bin/python3"):
     return build_application_spec(make_plan(spec), YarnOptions(
-        job_file=str(tmp_path / "job.json"), rm_url="http://rm:8088", python=python))
+        job_file=str(tmp_path / "job.json"), rm_urls=("http://rm:8088",), python=python))
 
 
 # -- --set values are one scalar --------------------------------------------------------------
@@ -243,7 +243,7 @@ def test_the_token_travels_in_the_localized_job_file_never_in_the_environment(tm
     """The job file is the one file a job ships: the AM and every executor get it, private."""
     from submarine_py.backends.yarn.client.request import build_request
 
-    request = build_request(make_plan(spec_of(tmp_path)), "http://rm:8088")
+    request = build_request(make_plan(spec_of(tmp_path)), ["http://rm:8088"])
     spec = request.app_spec
     assert request.token not in spec.to_yaml() and request.token not in request.describe()
     for env, files in [(spec.master.env, spec.master.files)] + [(s.env, s.files) for s in spec.services.values()]:

@@ -27,7 +27,7 @@ from conftest import REPO, YARN_CONF_DIR, run_json, skip_without_yarn, start_sub
 if not YARN_CONF_DIR:
     skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
 
-from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address  # noqa: E402
+from submarine_py.backends.yarn.hadoop.addresses import rm_address  # noqa: E402
 from submarine_py.backends.yarn.client.skein_driver import stop_driver  # noqa: E402
 
 pytestmark = pytest.mark.yarn

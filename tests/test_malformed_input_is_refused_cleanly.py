@@ -241,7 +241,7 @@ def assert_survives_submission(job: Path, backend: str) -> None:
         LocalBackend(home=str(job.parent / "home")).request(plan).describe()
         return
     opts = YarnOptions(job_file=str(job.parent / "job.json"),
-                       rm_url="http://rm:8088", archive_sha256="ab" * 32)
+                       rm_urls=("http://rm:8088",), archive_sha256="ab" * 32)
     pytest.importorskip("skein")
     build_application_spec(plan, opts).to_dict()
 

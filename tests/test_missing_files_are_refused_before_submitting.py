@@ -105,6 +105,10 @@ def test_on_yarn_a_source_gone_since_validation_is_refused_when_packing(tmp_path
 
     class NoCluster:  # the request names the RM and asks for its nodes; nothing else is needed
         url = "http://rm.invalid:8088"
+        urls = (url,)
+
+        def active_first(self):
+            return self.urls
 
         def running_nodes(self):
             return []

@@ -33,7 +33,7 @@ def build(tmp_path, **job):
     }
     data.update(job)
     plan = make_plan(spec_from_dict(data, base_dir=str(tmp_path)))
-    opts = YarnOptions(job_file=str(tmp_path / "job.json"), rm_url="http://rm:8088",
+    opts = YarnOptions(job_file=str(tmp_path / "job.json"), rm_urls=("http://rm:8088",),
                        node_hosts=["node1", "node2"], python="/opt/py/bin/python3")
     return build_application_spec(plan, opts)
 
@@ -108,7 +108,7 @@ def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
     from submarine_py.jobfile.files import RESERVED_FILES
     from submarine_py.executor import main as executor
 
-    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088",
+    opts = YarnOptions(job_file="job.json", rm_urls=("http://rm:8088",),
                        executor_bundle=str(tmp_path / EXECUTOR_FILE))
     plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}}}))
     worker = build_application_spec(plan, opts).services["worker"]
@@ -177,7 +177,7 @@ def test_the_archive_checksum_computed_at_submission_keys_the_cache(tmp_path):
     (tmp_path / "train.py").write_text("")
     plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "true"}},
                                         "environment": {"archive": str(archive)}}))
-    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088", archive_sha256="ab" * 32)
+    opts = YarnOptions(job_file="job.json", rm_urls=("http://rm:8088",), archive_sha256="ab" * 32)
     worker = build_application_spec(plan, opts).services["worker"]
     assert worker.env["SUBM_ENV_SHA256"] == "ab" * 32
     assert worker.env["SUBM_ENV_ARCHIVE"] == "subm-environment.zip"

@@ -32,7 +32,7 @@ class Cluster:
     """A rig of the tests' own: its configuration and its ResourceManager's address."""
 
     def __init__(self, directory: Path):
-        from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
+        from submarine_py.backends.yarn.hadoop.addresses import rm_address
 
         self.dir = directory
         self.conf_dir = str(directory / "conf")

@@ -48,7 +48,7 @@ def test_acls_name_users_groups_or_everyone_and_reach_yarn_as_skeins_acls_always
     from submarine_py.backends.yarn.client.app_spec import YarnOptions, build_application_spec
 
     spec = spec_from_dict(job(acls={"view": ["bob", "group:research"], "modify": ["carol", "*"]}))
-    opts = YarnOptions(job_file=str(tmp_path / "j"), rm_url="http://rm:8088")
+    opts = YarnOptions(job_file=str(tmp_path / "j"), rm_urls=("http://rm:8088",))
     acls = build_application_spec(make_plan(spec), opts).acls
     assert isinstance(acls, skein.ACLs) and acls.enable is True
     assert (acls.view_users, acls.view_groups) == (["bob"], ["research"])

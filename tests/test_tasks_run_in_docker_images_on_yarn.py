@@ -48,7 +48,7 @@ def test_every_role_with_an_image_gets_the_docker_runtime_variables():
 @pytest.mark.unit
 def test_the_skein_spec_runs_the_executor_with_the_images_python():
     plan = make_plan(spec_from_dict(SPEC))
-    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", rm_url="http://rm:8088"))
+    spec = build_application_spec(plan, YarnOptions(job_file="/tmp/job.json", rm_urls=("http://rm:8088",)))
     worker = spec.services["worker"]
     assert worker.env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
     # The image's python3 (not the submitter's interpreter) runs the executor and is the task's python.
@@ -61,7 +61,7 @@ def test_the_skein_spec_runs_the_executor_with_the_images_python():
 def _rig() -> str:
     if not YARN_CONF_DIR:
         return "no YARN cluster: set HADOOP_CONF_DIR (bash scripts/rig.sh up DIR)"
-    from submarine_py.backends.yarn.hadoop.resourcemanager import rm_address
+    from submarine_py.backends.yarn.hadoop.addresses import rm_address
 
     try:
         requests.get(rm_address(YARN_CONF_DIR) + "/ws/v1/cluster/info", timeout=3).raise_for_status()

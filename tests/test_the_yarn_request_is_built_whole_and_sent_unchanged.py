@@ -31,6 +31,10 @@ class FakeRM:
     """The RM's REST as the request and submit read it: two nodes with ``free_gpus`` each."""
 
     url = "http://rm:8088"
+    urls = (url,)
+
+    def active_first(self):
+        return self.urls
 
     def __init__(self, free_gpus=(2, 2)):
         self.free_gpus = free_gpus
@@ -132,7 +136,7 @@ class ClusterFiles:
     def __init__(self, there=()):
         from submarine_py.backends.yarn.hadoop.webhdfs import ClusterFilesystem
 
-        self.where = ClusterFilesystem(uri="hdfs://nn:8020", http_address="nn:9870")
+        self.where = ClusterFilesystem(uri="hdfs://nn:8020", namenode_urls=("http://nn:9870",))
         self.there, self.puts = set(there), []
 
     def exists(self, path):
@@ -201,7 +205,7 @@ def test_the_application_spec_and_a_finished_jobs_saved_spec_give_the_same_attem
     plan = plan_of(1, gpus=0, **extra)
     assert am_attempts(plan.job.restart, sweep=plan.job.sweep is not None) == expected
     assert saved_am_attempts(plan.job.to_dict()) == expected  # what the client reads back
-    opts = YarnOptions(job_file="job.json", rm_url="http://rm:8088")
+    opts = YarnOptions(job_file="job.json", rm_urls=("http://rm:8088",))
     assert build_application_spec(plan, opts).max_attempts == expected
     assert saved_am_attempts(None) == 1 and saved_am_attempts({"restart": {"policy": "bogus"}}) == 1
 

@@ -20,7 +20,7 @@ from submarine_py.errors import SpecError
 
 skein = pytest.importorskip("skein", reason="skein is not installed (pip install '.[yarn]')")
 VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
-WHERE = ClusterFilesystem(uri="hdfs://nn:8020", http_address="nn:9870")
+WHERE = ClusterFilesystem(uri="hdfs://nn:8020", namenode_urls=("http://nn:9870",))
 
 
 def fake_venv(root: Path) -> Path:
@@ -97,7 +97,7 @@ def test_the_request_names_every_part_for_the_am_and_the_tasks_outside_images(tm
     job = spec_from_dict({"name": "t", "roles": {
         "worker": {"instances": 2, "command": "python -c 1"},
         "ps": {"command": "python -c 1", "docker": {"image": "localhost/py:3"}}}}, base_dir=str(tmp_path))
-    request = build_request(make_plan(job), "http://rm:8088", travel=travel)
+    request = build_request(make_plan(job), ["http://rm:8088"], travel=travel)
     spec = request.app_spec
     for files in (spec.master.files, spec.services["worker"].files):
         for part in travel.parts:

@@ -186,10 +186,24 @@ def _urllib_request(url, method, headers, data, timeout):
 
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=_tls_context()) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+_contexts = {}
+
+
+def _tls_context():
+    """What https calls trust: CA_BUNDLE's CAs (the cluster's, which travel with the job) where
+    it is set, else the system's."""
+    import ssl
+
+    cafile = os.environ.get(protocol.CA_BUNDLE) or None
+    if cafile not in _contexts:
+        _contexts[cafile] = ssl.create_default_context(cafile=cafile)
+    return _contexts[cafile]
 
 
 def fetch(url, method="GET", headers=None, data=None, timeout=10.0):
@@ -320,26 +334,31 @@ def discover_am(env):
                 return found
         except OSError:
             pass
-    url = env[protocol.AM_DISCOVERY].replace("{app}", env.get("SKEIN_APPLICATION_ID", ""))
+    app = env.get("SKEIN_APPLICATION_ID", "")
+    urls = [u.strip().replace("{app}", app) for u in env[protocol.AM_DISCOVERY].split(",") if u.strip()]
     deadline = time.monotonic() + float(env.get(protocol.AM_DISCOVERY_SECONDS, "600"))
     # Executors usually start before the AM has published its endpoint. A short, capped
     # backoff finds it within DISCOVERY_MAX_DELAY of its publication (a 1 s cap cost the
     # gang up to 1 s), at a few requests per second per executor for those seconds.
-    delay, err = 0.05, None
+    # Several URLs: one per ResourceManager of an HA cluster; the one that answered is asked first.
+    delay, err, url = 0.05, None, urls[0]
     while time.monotonic() < deadline:
-        try:
-            status, body = fetch(url)
-            if status == 200:
-                found = loads(body).get("url")
-                if found:
-                    _leave_copy(copy, found)
-                    return found
-            err = HTTPStatusError(status, body)
-        except (OSError, ValueError) as exc:
-            err = exc
+        for url in list(urls):
+            try:
+                status, body = fetch(url)
+                if status == 200:
+                    found = loads(body).get("url")
+                    if found:
+                        _leave_copy(copy, found)
+                        return found
+                err = HTTPStatusError(status, body)
+            except (OSError, ValueError) as exc:
+                err = exc
+                urls.remove(url)
+                urls.append(url)  # a master that does not answer goes last
         time.sleep(delay)
         delay = min(delay * 1.5, DISCOVERY_MAX_DELAY)
-    raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (url, err))
+    raise ConnectionError("could not find the ApplicationMaster at %s: %s" % (", ".join(urls), err))
 
 
 def _node_copy(env):

@@ -18,7 +18,8 @@ what reads them.
 TOKEN = "SUBM_TOKEN"  #: the job's secret, which every call to the AM carries (Bearer)
 TOKEN_FILE = "SUBM_TOKEN_FILE"  #: a file holding TOKEN instead (YARN: variables reach a log)
 AM_URL = "SUBM_AM_URL"  #: the AM's address, where the launcher knows it
-AM_DISCOVERY = "SUBM_AM_DISCOVERY"  #: else a URL (``{app}``: the application) whose PATH_AM says it
+AM_DISCOVERY = "SUBM_AM_DISCOVERY"  #: else URLs, comma-separated, one per RM (``{app}``: the application), whose PATH_AM says it
+CA_BUNDLE = "SUBM_CA_BUNDLE"  #: a PEM file of the CAs that ``https://`` calls trust (the cluster's, where TLS is on)
 AM_DISCOVERY_SECONDS = "SUBM_AM_DISCOVERY_SECONDS"  #: how long to look for the AM there (600)
 AM_LOST_SECONDS = "SUBM_AM_LOST_SECONDS"  #: an AM that answers no call this long is gone (60)
 EXECUTOR_ID = "SUBM_EXECUTOR_ID"  #: the executor's id (else skein's SKEIN_CONTAINER_ID)

@@ -31,6 +31,7 @@ from ..protocol import LAUNCH_PAUSE_ENV, PROGRESS
 from .dropped import Dropped
 from .exits import container_end, refused_at_node
 from .held import held_containers
+from ..hadoop.addresses import current_trust, nm_url
 from ..hadoop.nodemanager import nm_container
 from ..hadoop.resourcemanager import ResourceManager, yarn_user
 
@@ -439,7 +440,7 @@ class YarnContainers(Containers):
         container, node_http = self._address(executor)
         if not node_http or not container:
             return ""
-        return f"http://{node_http}/node/containerlogs/{container}/{self.user}"
+        return f"{nm_url(node_http)}/node/containerlogs/{container}/{self.user}"
 
     def stderr_location(self, task: TaskPlan, executor: Optional[str]) -> str:
         logs = self.log_location(task, executor)
@@ -467,8 +468,8 @@ def _nm_answers(node_http: str, timeout: float = 1.0) -> bool:
     """Whether a NodeManager's web API answers (a dead machine does not)."""
     import requests
 
-    base = node_http if node_http.startswith("http") else f"http://{node_http}"
     try:
-        return requests.get(f"{base}/ws/v1/node/info", timeout=timeout).status_code < 500
+        return requests.get(f"{nm_url(node_http)}/ws/v1/node/info", timeout=timeout,
+                            verify=current_trust().bundle or True).status_code < 500
     except requests.RequestException:
         return False

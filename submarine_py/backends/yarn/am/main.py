@@ -19,6 +19,7 @@ from ....states import JobState, Phase
 from ..attempts import last_left
 from ..protocol import GANG_ASKED_AT_SUBMISSION, REPORT_FILE
 from .containers import YarnContainers
+from ..hadoop.addresses import AM_RM_URLS_ENV
 from ..hadoop.resourcemanager import ResourceManager
 from ..hadoop.spnego import without_kerberos
 from .tokens import rm_token_header
@@ -41,7 +42,7 @@ def main_yarn(job_file: str) -> int:
     app_id = os.environ.get("SKEIN_APPLICATION_ID") or meta.get("app_id") or "application"
     # The AM never blocks on the RM; on a secure cluster it reads it with the application's RM
     # delegation token (no ticket in a container).
-    rm = ResourceManager(os.environ.get("SUBM_RM_URL") or None, wait_seconds=0, token_headers=rm_token_header())
+    rm = ResourceManager(os.environ.get(AM_RM_URLS_ENV) or None, wait_seconds=0, token_headers=rm_token_header())
     containers = YarnContainers(app, plan, rm=rm, app_id=app_id, submitted_at=meta.get("submitted_at"),
                                 gang_asked=bool(meta.get(GANG_ASKED_AT_SUBMISSION)))
     log_dir = (os.environ.get("LOG_DIRS") or ".").split(",")[0]

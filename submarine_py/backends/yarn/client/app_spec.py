@@ -24,6 +24,7 @@ from ....executor import main as executor_module, protocol
 from . import shipping
 from ..attempts import am_attempts
 from ..capacity import gang_tag
+from ..hadoop.addresses import AM_RM_URLS_ENV
 from ..protocol import LAUNCH_PAUSE_ENV, TAG
 from .travel import Travel
 
@@ -41,6 +42,8 @@ JOB_FILE = "subm_job.json"
 ENV_ARCHIVE = "subm-environment"
 #: The YARN ApplicationMaster's entry point (``am/main.py`` of this backend).
 AM_MODULE = "submarine_py.backends.yarn.am.main"
+#: The client's CA bundle (YarnOptions.ca_bundle) as localized in the AM's and executors' containers.
+CA_FILE = "subm-ca.pem"
 #: Memory of the master container: skein's Java AM (-Xmx128M) plus the Python AM.
 AM_MEMORY_MB = 768
 
@@ -49,7 +52,8 @@ AM_MEMORY_MB = 768
 class YarnOptions:
     #: The job file (mode 0600, with the job's secret), which skein uploads to the staging directory.
     job_file: str
-    rm_url: str
+    #: Every ResourceManager's web URL (``addresses.py``), the active one first.
+    rm_urls: Tuple[str, ...]
     #: The job's local files packed by :func:`shipping.pack_files` (when it has any).
     files_archive: Optional[str] = None
     #: The executor with its modules as one file (executor/bundle.py): its shared copy on the
@@ -66,6 +70,10 @@ class YarnOptions:
     #: The submitting environment, travelling to the nodes (``travel/``); None: the nodes have
     #: the interpreter (environment.python, SUBM_SHIP_ENVIRONMENT=no) or it is not built here.
     travel: Optional[Travel] = None
+    #: A PEM file of the CAs the client trusts for the cluster's HTTPS endpoints
+    #: (``addresses.trust``): it travels with the AM and the executors (CA_FILE), which reach
+    #: the RMs over HTTPS too. None: the cluster speaks HTTP, or the system's CAs vouch for it.
+    ca_bundle: Optional[str] = None
 
 
 def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
@@ -218,8 +226,8 @@ def master(opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
 
     return skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={**job_file, **(opts.travel.resources() if opts.travel else {})},
-        env={"SUBM_RM_URL": opts.rm_url, "PYTHONUNBUFFERED": "1",
+        files={**job_file, **(opts.travel.resources() if opts.travel else {}), **ca_files(opts)},
+        env={AM_RM_URLS_ENV: ",".join(opts.rm_urls), "PYTHONUNBUFFERED": "1", **ca_env(opts),
              # The travelling environment brings this package (installed, or its editable code).
              **({} if opts.travel else {"PYTHONPATH": PACKAGE_PARENT}),
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
@@ -244,7 +252,7 @@ def service(plan: Plan, role: str, opts: YarnOptions, py: Dict[str, str], job_fi
         resources=skein.Resources(memory=spec.resources.memory_mb, vcores=spec.resources.vcores,
                                   gpus=spec.resources.gpus),
         files={EXECUTOR_FILE: executor_file(opts), **job_file, **user_files(plan, opts),
-               **archive_files(plan, opts), **travel_files(plan, task, opts)},
+               **archive_files(plan, opts), **travel_files(plan, task, opts), **ca_files(opts)},
         env=task_env(plan, task, opts, py),
         script=script,
         # The AM starts every container (and every replacement) itself, through admission:
@@ -262,7 +270,8 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
     return {
         protocol.TOKEN_FILE: JOB_FILE,
         **plan.executor_settings(task.role),
-        protocol.AM_DISCOVERY: f"{opts.rm_url}/proxy/{{app}}/pages/subm{protocol.PATH_AM}",
+        protocol.AM_DISCOVERY: ",".join(f"{u}/proxy/{{app}}/pages/subm{protocol.PATH_AM}" for u in opts.rm_urls),
+        **ca_env(opts),
         protocol.LOG_TO_CONTAINER: "1",
         "PYTHONUNBUFFERED": "1",
         **shipping.executor_env(files),
@@ -271,6 +280,17 @@ def task_env(plan: Plan, task: TaskPlan, opts: YarnOptions, py: Dict[str, str]) 
         # In an image the executor writes python/python3 wrappers of its own interpreter.
         **({interpreters.WRAPPER_ENV: "1"} if task.docker else py["task_env"]),
     }
+
+
+def ca_files(opts: YarnOptions) -> Dict[str, object]:
+    """The client's CA bundle, where the cluster speaks HTTPS, as CA_FILE."""
+    import skein
+
+    return {CA_FILE: skein.File(source=opts.ca_bundle, type="file")} if opts.ca_bundle else {}
+
+
+def ca_env(opts: YarnOptions) -> Dict[str, str]:
+    return {protocol.CA_BUNDLE: CA_FILE} if opts.ca_bundle else {}
 
 
 def executor_file(opts: YarnOptions):

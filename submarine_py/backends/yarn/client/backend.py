@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Set, TextIO
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, TextIO
 
 from .... import extras
 from ....errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError, SpecError
@@ -30,7 +30,7 @@ from ...base import KILLED_BY_USER, Backend, Problem
 from ....executor import bundle, protocol
 from ..attempts import last_left, node_could_not_start
 from ..capacity import admit_at_submission, leaf_queue, task_containers_counted
-from ..hadoop import kerberos, spnego
+from ..hadoop import addresses, kerberos, spnego
 from ..hadoop.conf import hadoop_conf_dir
 from ..hadoop.nodemanager import node_log
 from ..hadoop.resourcemanager import GPU, ResourceManager, say, view_refused, withheld, yarn_user
@@ -56,8 +56,9 @@ class YarnBackend(Backend):
     poll_seconds = 0.5
     starting_poll_seconds = 2.0  # 256 tasks starting: 50 -> 13 proxied 256-task reports
 
-    def __init__(self, rm_url: Optional[str] = None):
-        self.rm_url = rm_url
+    def __init__(self, rm_urls: Optional[Sequence[str]] = None):
+        #: The RMs' URLs; default: the cluster's (``hadoop/addresses.py``).
+        self.rm_urls = rm_urls
         #: Who this process is to a secure cluster (kerberos.py); None until asked.
         self.login: Optional[kerberos.Login] = None
 
@@ -76,13 +77,13 @@ class YarnBackend(Backend):
         skein is reported first), after the login on a secure cluster."""
         if os.environ.get("HADOOP_CONF_DIR"):
             self.log_in()
-        return ResourceManager(self.rm_url)
+        return ResourceManager(self.rm_urls)
 
     @functools.cached_property
     def rm_now(self) -> ResourceManager:
         """The same RM for views of the moment (``subm cluster``, history collection): an RM that
         does not answer is reported at once, not waited for."""
-        return ResourceManager(self.rm.url, wait_seconds=0)
+        return ResourceManager(self.rm.active_first(), wait_seconds=0)
 
     def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
         """The job's subfolder of ``shared_dir`` (a path every node mounts), when it names one."""
@@ -142,10 +143,18 @@ class YarnBackend(Backend):
             hosts = [n["nodeHostName"] for n in self.rm.running_nodes() if n.get("nodeHostName")]
         except BackendError:
             hosts = []
-        return build_request(plan, self.rm.url, hosts, gang_with_application=self._gang_with_application(plan),
-                             travel=self._travel(plan),
+        return build_request(plan, self.rm.active_first(), hosts,
+                             gang_with_application=self._gang_with_application(plan), travel=self._travel(plan),
+                             ca_bundle=self._ca_bundle(),
                              shared_executor=shared_executor.locate(self._cluster_files, yarn_user(),
                                                                     bundle.bundle_source()))
+
+    def _ca_bundle(self) -> Optional[str]:
+        """What the AM and executors trust for the RMs' HTTPS (the client's own trust), where
+        the cluster's YARN speaks HTTPS."""
+        if not any(u.startswith("https:") for u in self.rm.urls):
+            return None
+        return addresses.current_trust().bundle
 
     def _travel(self, plan: Plan) -> Optional[travel.Travel]:
         """What of the submitting environment travels to the nodes (``travel/``): where the AM
@@ -395,7 +404,8 @@ class YarnBackend(Backend):
         from ....cluster import yarn_cluster
 
         rm = self.rm_now
-        return yarn_cluster(rm.url, rm.nodes(), rm.scheduler(), rm.resource_types())
+        nodes = rm.nodes()
+        return yarn_cluster(rm.url, nodes, rm.scheduler(), rm.resource_types())
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:

@@ -65,9 +65,9 @@ class YarnRequest:
         return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
 
 
-def build_request(plan: Plan, rm_url: str, node_hosts: Sequence[str] = (),
+def build_request(plan: Plan, rm_urls: Sequence[str], node_hosts: Sequence[str] = (),
                   gang_with_application: bool = False, travel: Optional[Travel] = None,
-                  shared_executor: Optional[SharedExecutor] = None) -> YarnRequest:
+                  shared_executor: Optional[SharedExecutor] = None, ca_bundle: Optional[str] = None) -> YarnRequest:
     """The whole request for ``plan``: files named (in a private folder submit() creates), the
     app spec, the job file's content. Builds, writes nothing."""
     token = secrets.token_hex(32)
@@ -77,7 +77,7 @@ def build_request(plan: Plan, rm_url: str, node_hosts: Sequence[str] = (),
                      if shipping.local_sources(plan.job.files) else None)
     executor_bundle = None if shared_executor else os.path.join(job_dir, EXECUTOR_FILE)
     archive = plan.job.environment.archive
-    opts = YarnOptions(job_file=job_file, rm_url=rm_url, node_hosts=tuple(node_hosts),
+    opts = YarnOptions(job_file=job_file, rm_urls=tuple(rm_urls), node_hosts=tuple(node_hosts), ca_bundle=ca_bundle,
                        archive_sha256=archive_checksum(archive) if archive and "://" not in archive else None,
                        files_archive=files_archive,
                        executor_bundle=shared_executor.uri if shared_executor else executor_bundle,

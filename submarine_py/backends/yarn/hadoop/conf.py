@@ -4,6 +4,7 @@ and skein's driver alike."""
 from __future__ import annotations
 
 import os
+import re
 import xml.etree.ElementTree as ET
 from typing import Dict, Optional
 
@@ -42,4 +43,25 @@ def hadoop_conf(name: str, conf_dir: Optional[str] = None) -> Dict[str, str]:
         key, value = prop.findtext("name"), prop.findtext("value")
         if key:
             out[key.strip()] = (value or "").strip()
-    return out
+    return expanded(out)
+
+
+_VARIABLE = re.compile(r"\$\{([^${}]+)\}")
+
+
+def expanded(props: Dict[str, str]) -> Dict[str, str]:
+    """``${name}`` in values replaced as Hadoop's Configuration does: by another property of the
+    file, or ``${env.NAME}`` by an environment variable (left as written where neither is set)."""
+
+    def value(key: str, depth: int = 0) -> str:
+        def one(m: "re.Match[str]") -> str:
+            name = m.group(1)
+            if name.startswith("env."):
+                return os.environ.get(name[4:], m.group(0))
+            if name in props and depth < 20:
+                return value(name, depth + 1)
+            return m.group(0)
+
+        return _VARIABLE.sub(one, props[key])
+
+    return {key: value(key) for key in props}

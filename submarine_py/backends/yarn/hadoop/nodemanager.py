@@ -11,6 +11,7 @@ import requests
 
 from ....errors import BackendError
 from .resourcemanager import daemon_says, yarn_user
+from . import addresses
 from .spnego import http_auth
 
 
@@ -48,7 +49,7 @@ def node_log(node_http: str, container_id: str, name: str, timeout: float = 10.0
 def node_log_sizes(node_http: str, container_id: str, timeout: float = 10.0) -> Optional[Dict[str, int]]:
     """``{file name: size}`` of a container's log files (None when the NM does not know it)."""
     try:
-        resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
+        resp = _session().get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs", timeout=timeout,
                             headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
                             auth=http_auth())
         if resp.status_code != 200:
@@ -92,7 +93,7 @@ def stream_node_log(node_http: str, container_id: str, name: str, offset: int, w
     for _ in range(8):
         params = {"user.name": yarn_user()} if want is None else {"user.name": yarn_user(), "size": str(-want)}
         try:
-            resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
+            resp = _session().get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}/logs/{name}",
                                 params=params, timeout=timeout, stream=True, auth=http_auth())
         except requests.RequestException:
             return None
@@ -160,13 +161,24 @@ def _copy(first: bytes, pieces: Iterator[bytes], skip: int, count: Optional[int]
     return done
 
 
+_sessions: List[requests.Session] = []
+
+
+def _session() -> requests.Session:
+    """One session for every NodeManager: its connections kept, HTTPS trusting what the client
+    trusts (``addresses.prepare``)."""
+    if not _sessions:
+        _sessions.append(addresses.prepare(requests.Session()))
+    return _sessions[0]
+
+
 def _base(node_http: str) -> str:
-    return node_http if node_http.startswith("http") else f"http://{node_http}"
+    return addresses.nm_url(node_http)
 
 
 def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dict[str, Any]:
     try:
-        resp = requests.get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}", timeout=timeout,
+        resp = _session().get(f"{_base(node_http)}/ws/v1/node/containers/{container_id}", timeout=timeout,
                             headers={"Accept": "application/json"}, params={"user.name": yarn_user()},
                             auth=http_auth())
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}

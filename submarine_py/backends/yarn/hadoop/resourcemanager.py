@@ -7,8 +7,10 @@ what and its ACLs apply. On a secure cluster, whose web endpoints answer 401 wit
 ``WWW-Authenticate: Negotiate``, the call is made again with SPNEGO (``requests-gssapi``,
 the Kerberos ticket of ``kerberos.py``'s login): every call carries an auth that acts
 only on such an answer, so plain and secure clusters work alike without saying which.
-A ResourceManager that does not answer (restarting, failing over) is waited for, up to
-``SUBM_RM_WAIT`` seconds (120), saying so.
+Where the RMs are comes from ``addresses.py``. On an HA cluster every RM is tried, the active
+one first: a standby's redirect to the active is followed, the RM that answered is remembered for
+the command, and one that does not answer (restarting, failing over) is waited for over all of
+them, up to ``SUBM_RM_WAIT`` seconds (120), saying so; a failover during a command is one line.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from urllib.parse import urlparse
 
 import requests
 
 from ....errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
-from .conf import hadoop_conf
+from . import addresses
 from .spnego import http_auth
 
 GPU = "yarn.io/gpu"
@@ -33,6 +36,9 @@ RM_WAIT_SECONDS = 120.0
 #: HTTP answers of a ResourceManager that is up but not serving yet (starting, standby).
 RM_NOT_READY = (502, 503, 504)
 INFO = "/ws/v1/cluster/info"
+#: Seconds a call waits at least where an RM says it is a standby (an election is under way:
+#: ZooKeeper's session timeout, then the new active's recovery), whatever ``wait_seconds`` says.
+ELECTION_SECONDS = 30.0
 
 
 def yarn_user() -> str:
@@ -45,17 +51,6 @@ def yarn_user() -> str:
     if login is not None and login.principal:
         return login.principal.split("@")[0].split("/")[0]
     return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-
-
-def rm_address(conf_dir: Optional[str] = None) -> str:
-    """The RM's web address: SUBM_YARN_RM_URL, else yarn-site.xml of HADOOP_CONF_DIR (which must exist)."""
-    if os.environ.get("SUBM_YARN_RM_URL"):
-        return os.environ["SUBM_YARN_RM_URL"].rstrip("/")
-    conf = hadoop_conf("yarn-site.xml", conf_dir)
-    addr = conf.get("yarn.resourcemanager.webapp.address")
-    if not addr or "${" in addr:
-        addr = f"{conf.get('yarn.resourcemanager.hostname', 'localhost')}:8088"
-    return addr if addr.startswith("http") else f"http://{addr}"
 
 
 def rm_wait_seconds() -> float:
@@ -109,19 +104,32 @@ class ClusterLimits:
 
 
 class ResourceManager:
-    """The RM's REST API. ``wait_seconds``: how long one call waits out an RM that does not
-    answer (default SUBM_RM_WAIT or 120 s); ``say`` hears what it waits for."""
+    """The RMs' REST API. ``urls``: one RM's URL, several (an HA cluster's, or comma-separated),
+    default the cluster's (``addresses.py``). ``wait_seconds``: how long one call waits out RMs
+    that do not answer (default SUBM_RM_WAIT or 120 s); ``say`` hears what it waits for."""
 
     #: Seconds between two "still waiting" lines.
     say_every = 15.0
+    #: Seconds of waiting before the first such line where there are several RMs (a failover
+    #: takes some: it is said in one line once over).
+    quiet_seconds = 10.0
 
-    def __init__(self, url: Optional[str] = None, timeout: float = 10.0, wait_seconds: Optional[float] = None,
-                 say: Callable[[str], None] = say, token_headers: Optional[Dict[str, str]] = None):
-        self.url = (url or rm_address()).rstrip("/")
+    def __init__(self, urls: Union[str, Sequence[str], None] = None, timeout: float = 10.0,
+                 wait_seconds: Optional[float] = None, say: Callable[[str], None] = say,
+                 token_headers: Optional[Dict[str, str]] = None):
+        if urls is None:
+            urls = addresses.current().rm_urls
+        self.urls: Tuple[str, ...] = addresses.from_urls(urls) if isinstance(urls, str) else tuple(
+            u.rstrip("/") for u in urls)
+        if not self.urls:
+            raise SpecError([(addresses.RM_URLS_ENV, "names no ResourceManager URL")])
+        #: The RM that answered last (an HA cluster's active one), asked first.
+        self.active = 0
+        self._answered = False
         self.timeout = timeout
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
         self.say = say
-        self.session = requests.Session()
+        self.session = addresses.prepare(requests.Session())
         self.session.auth = http_auth()  # the session keeps Hadoop's auth cookie: one SPNEGO exchange
         self.session.headers["Accept"] = "application/json"
         self.session.headers.update(token_headers or {})  # the AM's: its RM delegation token
@@ -129,42 +137,95 @@ class ResourceManager:
         self.with_token = bool(token_headers)
         self.session.params = {"user.name": yarn_user()}
 
-    def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
-        """One call, retried while the RM does not answer (or answers that it is not ready),
-        up to ``wait_seconds``; then BackendError."""
-        started = time.monotonic()
-        said = None
-        while True:
-            try:
-                resp = self.session.request(method, self.url + path, timeout=self.timeout, **kw)
-                why = "" if resp.status_code not in RM_NOT_READY else f"it answers HTTP {resp.status_code}"
-                if resp.status_code == 404 and path != INFO:
-                    # A restarted RM answers before it has recovered its applications.
-                    state = self._ha_state()
-                    why = "" if state in ("ACTIVE", None) else f"it is {state}, recovering its applications"
-            except requests.RequestException as exc:
-                resp, why = None, type(exc).__name__
-            waited = time.monotonic() - started
-            if not why:
-                if said is not None:
-                    self.say(f"the YARN ResourceManager at {self.url} answers again (after {waited:.0f} s)")
-                return resp
-            if waited >= self.wait_seconds:
-                raise BackendError(f"cannot reach the YARN ResourceManager at {self.url} ({why}"
-                                   + (f", waited {waited:.0f} s" if self.wait_seconds else "")
-                                   + "); check HADOOP_CONF_DIR, or wait longer with SUBM_RM_WAIT=SECONDS") from None
-            if said is None or waited - said >= self.say_every:
-                self.say(f"the YARN ResourceManager at {self.url} does not answer ({why}); waiting for it "
-                         f"({waited:.0f} s so far, at most {self.wait_seconds:.0f} s: SUBM_RM_WAIT)")
-                said = waited
-            time.sleep(min(1.0, max(0.0, self.wait_seconds - waited)))
+    @property
+    def url(self) -> str:
+        """The RM asked first: the one that answered last."""
+        return self.urls[self.active]
 
-    def _ha_state(self) -> Optional[str]:
-        """The RM's haState (INITIALIZING while it recovers after a restart; ACTIVE; STANDBY)."""
+    def _order(self) -> List[int]:
+        return [self.active] + [i for i in range(len(self.urls)) if i != self.active]
+
+    def active_first(self) -> Tuple[str, ...]:
+        """Every RM's URL, the one that answered last first."""
+        return tuple(self.urls[i] for i in self._order())
+
+    def _request(self, method: str, path: str, **kw: Any) -> requests.Response:
+        """One call, to the RM that answered last, then to the others; again while none answers
+        (or all answer that they are not ready), up to ``wait_seconds`` (ELECTION_SECONDS at least
+        where there are several: one of them is being elected); then BackendError."""
+        started, before = time.monotonic(), self.active
+        said: Optional[float] = None
+        wait = self.wait_seconds if len(self.urls) == 1 else max(self.wait_seconds, ELECTION_SECONDS)
+        failures: Dict[str, str] = {}
+        while True:
+            for i in self._order():
+                resp, why = self._try(self.urls[i], method, path, **kw)
+                if not why:
+                    self._answered_by(i, resp, before, failures, started, said is not None)
+                    return resp
+                failures[self.urls[i]] = why
+            waited = time.monotonic() - started
+            if waited >= wait:
+                where = "; ".join(f"{u} ({w})" for u, w in failures.items())
+                raise BackendError(f"cannot reach the YARN ResourceManager at {where}"
+                                   + (f", waited {waited:.0f} s" if wait else "")
+                                   + "; check HADOOP_CONF_DIR, or wait longer with SUBM_RM_WAIT=SECONDS") from None
+            quiet = self.quiet_seconds if len(self.urls) > 1 else 0.0
+            if waited >= quiet and (said is None or waited - said >= self.say_every):
+                which = "ResourceManager at " + self.urls[0] if len(self.urls) == 1 else \
+                    "ResourceManagers (" + "; ".join(f"{u}: {w}" for u, w in failures.items()) + ")"
+                why = f" ({failures[self.urls[0]]})" if len(self.urls) == 1 else ""
+                self.say(f"the YARN {which} do{'es' if len(self.urls) == 1 else ''} not answer{why}; waiting "
+                         f"({waited:.0f} s so far, at most {wait:.0f} s: SUBM_RM_WAIT)")
+                said = waited
+            time.sleep(min(1.0, max(0.0, wait - waited)))
+
+    def _try(self, url: str, method: str, path: str, **kw: Any) -> Tuple[Optional[requests.Response], str]:
+        """``(answer, why it is no answer: '' where it is one)``."""
         try:
-            resp = self.session.get(self.url + INFO, timeout=self.timeout)
-            return ((resp.json() or {}).get("clusterInfo") or {}).get("haState")
-        except (requests.RequestException, ValueError):
+            resp = self.session.request(method, url + path, timeout=self.timeout, **kw)
+        except requests.RequestException as exc:
+            refused = addresses.untrusted(url, exc)
+            if refused is not None:
+                raise refused from None
+            return None, _no_answer(exc)
+        if resp.status_code in RM_NOT_READY:
+            return resp, f"it answers HTTP {resp.status_code}"
+        if resp.status_code in (301, 302, 303, 307, 308) and not resp.headers.get("Location"):
+            return resp, "it is a standby that knows no active ResourceManager yet"
+        if path == INFO and resp.status_code == 200 and len(self.urls) > 1:
+            if ((_json(resp) or {}).get("clusterInfo") or {}).get("haState") == "STANDBY":
+                return resp, "it is a standby"
+        if resp.status_code == 404 and path != INFO:
+            # A restarted RM answers before it has recovered its applications.
+            state = self._ha_state(url)
+            if state not in ("ACTIVE", None):
+                return resp, f"it is {state}, recovering its applications"
+        return resp, ""
+
+    def _answered_by(self, i: int, resp: requests.Response, before: int, failures: Dict[str, str],
+                     started: float, said: bool) -> None:
+        """Remember who answered (where a standby redirected, the active it named), and say a
+        failover or the end of a wait in one line."""
+        if resp.history:  # a standby's redirect, followed
+            netloc = urlparse(resp.url).netloc
+            i = next((j for j, u in enumerate(self.urls) if urlparse(u).netloc == netloc), i)
+        waited = time.monotonic() - started
+        if said or (self._answered and i != before and failures):
+            gone = "; ".join(f"{u} does not answer ({w})" for u, w in failures.items() if u != self.urls[i])
+            if len(self.urls) > 1 and i != before:
+                self.say(f"the YARN ResourceManager failed over: {gone or self.urls[before] + ' is a standby'}; "
+                         f"{self.urls[i]} answers (after {waited:.0f} s)")
+            else:
+                self.say(f"the YARN ResourceManager at {self.urls[i]} answers again (after {waited:.0f} s)")
+        self.active, self._answered = i, True
+
+    def _ha_state(self, url: Optional[str] = None) -> Optional[str]:
+        """An RM's haState (INITIALIZING while it recovers after a restart; ACTIVE; STANDBY)."""
+        try:
+            resp = self.session.get((url or self.url) + INFO, timeout=self.timeout, allow_redirects=False)
+            return ((_json(resp) or {}).get("clusterInfo") or {}).get("haState")
+        except requests.RequestException:
             return None
 
     def started_on(self) -> Optional[int]:
@@ -313,17 +374,35 @@ class ResourceManager:
         return attempts[-1] if attempts else {}
 
     def proxy_get(self, app_id: str, path: str, timeout: float = 5.0) -> Optional[Any]:
-        """GET ``path`` from the AM's own HTTP endpoint, through the RM's web proxy."""
-        try:
-            resp = self.session.get(f"{self.url}/proxy/{app_id}/pages/subm{path}", timeout=timeout)
-        except requests.RequestException:
-            return None
-        if resp.status_code != 200:
-            return None
-        try:
-            return resp.json()
-        except ValueError:
-            return None
+        """GET ``path`` from the AM's own HTTP endpoint, through the RM's web proxy (each RM
+        once, the active first: None when none serves it)."""
+        for i in self._order():
+            try:
+                resp = self.session.get(f"{self.urls[i]}/proxy/{app_id}/pages/subm{path}", timeout=timeout)
+            except requests.RequestException:
+                continue
+            if resp.status_code == 200:
+                return _json(resp)
+            if resp.status_code not in RM_NOT_READY and resp.status_code not in (301, 302, 303, 307, 308):
+                return None
+        return None
+
+
+
+def _json(resp: requests.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _no_answer(exc: Exception) -> str:
+    """Why an RM gave no answer, in a few words."""
+    text = str(exc)
+    for words in ("Connection refused", "timed out", "Name or service not known", "No route to host"):
+        if words in text:
+            return words.lower() if words != "timed out" else "it timed out"
+    return type(exc).__name__
 
 
 def withheld(app: Dict[str, Any]) -> bool:

@@ -9,99 +9,143 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlparse
 
 from ....errors import BackendError, SpecError
-from .conf import hadoop_conf
+from . import addresses
+from .resourcemanager import rm_wait_seconds, say as say_line
 
-NAMENODE_HTTP_PORT = 9870
+#: What a NameNode that is not the active one says (HDFS HA): the call goes to another.
+NOT_ACTIVE = ("StandbyException", "in state standby", "RetriableException", "ObserverRetryOnActiveException",
+              "NameNode still not started", "Server too busy")
+#: What a NameNode that does not answer raises (requests' ConnectionError and its kin).
+NO_ANSWER = ("ConnectionError", "ConnectTimeout", "ReadTimeout", "ChunkedEncodingError", "ProtocolError",
+             "RemoteDisconnected")
 
 
 @dataclass(frozen=True)
 class ClusterFilesystem:
-    """Where the cluster's default filesystem is: ``hdfs://authority`` and the NameNode's web address."""
+    """Where the cluster's default filesystem is: ``hdfs://authority`` and its NameNodes' web
+    URLs (every NameNode of a nameservice; HTTPS where ``dfs.http.policy`` says so)."""
 
     uri: str
-    http_address: str
+    namenode_urls: Tuple[str, ...]
 
     @classmethod
     def from_conf(cls, conf_dir: Optional[str] = None) -> "ClusterFilesystem":
-        """From core-site.xml's ``fs.defaultFS`` and hdfs-site.xml's ``dfs.namenode.http-address``."""
-        default = hadoop_conf("core-site.xml", conf_dir).get("fs.defaultFS", "")
-        parsed = urlparse(default)
-        if parsed.scheme != "hdfs" or not parsed.hostname:
-            raise SpecError([("environment", f"the cluster's default filesystem is {default or 'file:///'} "
-                                             "(fs.defaultFS), not HDFS, so the environment cannot travel through "
-                                             "it: set environment.python to an interpreter every node has")])
-        http = hadoop_conf("hdfs-site.xml", conf_dir).get("dfs.namenode.http-address", "")
-        if not http or http.startswith("0.0.0.0") or "${" in http:
-            http = f"{parsed.hostname}:{NAMENODE_HTTP_PORT}"
-        return cls(uri=f"hdfs://{parsed.netloc}", http_address=http)
+        """From core-site.xml's ``fs.defaultFS`` and hdfs-site.xml (``addresses.py``)."""
+        found = addresses.from_conf(conf_dir)
+        if found.fs_problem:
+            raise SpecError([("environment", f"{found.fs_problem}, so the environment cannot travel through it: "
+                                             "set environment.python to an interpreter every node has")])
+        return cls(uri=found.fs_uri, namenode_urls=found.namenode_urls)
 
 
 class Files:
-    """What submission does on the cluster's filesystem: ask whether a path exists, upload a file."""
+    """What submission does on the cluster's filesystem: ask whether a path exists, upload a file.
+    Each call goes to the NameNode that answered last, then to the others: one that does not
+    answer or is not the active one (HA) is passed over, for up to SUBM_RM_WAIT seconds."""
 
-    def __init__(self, where: ClusterFilesystem, user: str, auth: Any = None):
+    def __init__(self, where: ClusterFilesystem, user: str, auth: Any = None,
+                 say: Callable[[str], None] = say_line, wait_seconds: Optional[float] = None):
         self.where, self.user = where, user
         self._auth = auth
-        self._fs: Any = None
+        self._fs: Dict[int, Any] = {}
+        self.active = 0
+        self.say = say
+        self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
 
-    def _filesystem(self) -> Any:
-        if self._fs is None:
+    def _filesystem(self, i: Optional[int] = None) -> Any:
+        i = self.active if i is None else i
+        if i not in self._fs:
             try:
                 from fsspec.implementations.webhdfs import WebHDFS
             except ImportError:
                 raise BackendError("shipping the environment to HDFS needs fsspec: pip install "
                                    "'submarine-py[yarn]'") from None
-            host, _, port = self.where.http_address.rpartition(":")
+            url = urlparse(self.where.namenode_urls[i])
+            https = url.scheme == "https"
             # skip_instance_cache: fsspec would hand back another user's instance of this address.
-            self._fs = WebHDFS(host, port=int(port), user=None if self._auth else self.user,
-                               skip_instance_cache=True)
+            fs = WebHDFS(url.hostname, port=url.port or (addresses.NN_HTTPS_PORT if https else addresses.NN_HTTP_PORT),
+                         user=None if self._auth else self.user, use_https=https, skip_instance_cache=True)
+            addresses.prepare(fs.session)
             if self._auth is not None:
-                self._fs.session.auth = self._auth
-        return self._fs
+                fs.session.auth = self._auth
+            self._fs[i] = fs
+        return self._fs[i]
 
-    def _call(self, what: str, path: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except FileNotFoundError:
-            raise
-        except Exception as exc:
-            raise BackendError(f"could not {what} {self.where.uri}{path} through the NameNode's WebHDFS at "
-                               f"{self.where.http_address}: {exc}") from None
+    def _call(self, what: str, path: str, fn: Callable[[Any], Any]) -> Any:
+        """``fn(filesystem)`` on the active NameNode, found as the module says."""
+        urls = self.where.namenode_urls
+        started, before = time.monotonic(), self.active
+        failures: Dict[str, str] = {}
+        wait = self.wait_seconds if len(urls) == 1 else max(self.wait_seconds, 30.0)
+        while True:
+            for i in [self.active] + [j for j in range(len(urls)) if j != self.active]:
+                try:
+                    out = fn(self._filesystem(i))
+                except FileNotFoundError:
+                    raise
+                except Exception as exc:
+                    refused = addresses.untrusted(urls[i], exc)
+                    if refused is not None:
+                        raise refused from None
+                    if not _elsewhere(exc):
+                        raise BackendError(f"could not {what} {self.where.uri}{path} through the NameNode's WebHDFS "
+                                           f"at {urls[i]}: {_said(exc)}") from None
+                    failures[urls[i]] = _said(exc)
+                    continue
+                if failures and i != before:
+                    gone = "; ".join(f"{u} {w}" for u, w in failures.items() if u != urls[i])
+                    self.say(f"HDFS failed over: {gone}; {urls[i]} serves (after {time.monotonic() - started:.0f} s)")
+                self.active = i
+                return out
+            waited = time.monotonic() - started
+            if waited >= wait:
+                where = "; ".join(f"{u} ({w})" for u, w in failures.items())
+                raise BackendError(f"could not {what} {self.where.uri}{path}: no NameNode serves WebHDFS at {where}"
+                                   f"{f', waited {waited:.0f} s' if wait else ''}; check HADOOP_CONF_DIR, or wait "
+                                   "longer with SUBM_RM_WAIT=SECONDS") from None
+            time.sleep(1.0)
 
     def exists(self, path: str) -> bool:
-        return bool(self._call("read", path, lambda: self._filesystem().exists(path)))
+        """Whether ``path`` exists (fsspec's own ``exists`` says False for any error: a standby's too)."""
+        try:
+            self._call("read", path, lambda fs: fs.info(path))
+        except FileNotFoundError:
+            return False
+        return True
 
     def put(self, local: str, path: str) -> None:
         """Upload ``local`` to ``path``: under a name of its own first, renamed when whole, so
-        that a job never localizes half a file, and two submissions racing both succeed."""
-        fs = self._filesystem()
+        that a job never localizes half a file, and two submissions racing both succeed. A
+        NameNode failing over mid-way costs the part written so far: it is written again whole."""
         part = f"{path}.part-{secrets.token_hex(4)}"
-        self._call("create", os.path.dirname(path), lambda: fs.makedirs(os.path.dirname(path), exist_ok=True))
+        folder = os.path.dirname(path)
+        self._call("create", folder, lambda fs: fs.makedirs(folder, exist_ok=True))
         try:
-            self._call("write", part, lambda: fs.put_file(local, part))
+            self._call("write", part, lambda fs: fs.put_file(local, part))
             if not self.exists(path):
-                self._call("rename to", path, lambda: fs.mv(part, path))
+                self._call("rename to", path, lambda fs: _rename(fs, part, path))
         finally:
             try:
-                if fs.exists(part):
-                    fs.rm(part)
+                if self.exists(part):
+                    self._call("remove", part, lambda fs: fs.rm(part))
             except Exception:
                 pass
 
     def listing(self, folder: str) -> List[Dict[str, Any]]:
         """The files of ``folder`` as WebHDFS lists them (``[]`` when there is no such folder)."""
         try:
-            return list(self._call("list", folder, lambda: self._filesystem().ls(folder, detail=True)))
+            return list(self._call("list", folder, lambda fs: fs.ls(folder, detail=True)))
         except FileNotFoundError:
             return []
 
     def remove(self, path: str) -> None:
-        self._call("remove", path, lambda: self._filesystem().rm(path))
+        self._call("remove", path, lambda fs: fs.rm(path))
 
     def uri(self, path: str) -> str:
         return f"{self.where.uri}{path}"
@@ -109,3 +153,41 @@ class Files:
     def path(self, uri: str) -> str:
         """The path of ``uri`` (one of :meth:`uri`'s) on the cluster's filesystem."""
         return uri[len(self.where.uri):]
+
+
+def _rename(fs: Any, part: str, path: str) -> None:
+    """Rename ``part`` to ``path``; done already where a failover hid the first answer."""
+    try:
+        fs.mv(part, path)
+    except FileNotFoundError:
+        if not fs.exists(path):
+            raise
+
+
+def _elsewhere(exc: BaseException) -> bool:
+    """Whether another NameNode (or this one, later) may serve what ``exc`` refused: it does not
+    answer, or it is not the active one."""
+    names = {type(e).__name__ for e in _chain(exc)}
+    text = " ".join(str(e) for e in _chain(exc))
+    return bool(names & set(NO_ANSWER)) or any(w in text for w in NOT_ACTIVE) or isinstance(exc, ConnectionError)
+
+
+def _chain(exc: BaseException) -> List[BaseException]:
+    out: List[BaseException] = []
+    while exc is not None and len(out) < 8:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return out
+
+
+def _said(exc: BaseException) -> str:
+    """What a failed WebHDFS call says, in a few words."""
+    text = " ".join(str(exc).split())
+    if any(w in text for w in ("in state standby", "StandbyException")):
+        return "is a standby"
+    for words in ("Connection refused", "timed out", "Name or service not known", "No route to host"):
+        if words in text:
+            return f"does not answer ({words.lower()})"
+    if type(exc).__name__ in NO_ANSWER:
+        return f"does not answer ({type(exc).__name__})"
+    return text[:300] or type(exc).__name__
