@@ -141,7 +141,7 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
     prepared = client.prepare(_load(job_file, sets, backend))
     if dry_run:
-        click.echo(prepared.describe())
+        click.echo(to_json(prepared.request.to_dict()) if output == "json" else prepared.describe())
         return
     if not quiet:
         click.echo(f"Backend: {prepared.job.backend}{prepared.job.why_backend}", err=True)

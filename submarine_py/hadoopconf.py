@@ -74,9 +74,22 @@ DEFAULTS: Dict[str, Any] = {
     "yarn_admins": ["yarn"],
     # hadoop.security.authorization: service-level ACLs (hadoop-policy.xml).
     "service_authorization": True,
+    # ResourceManager HA: two or more hosts (rm1, rm2, ... in this order) turn it on, with
+    # leader election and the state store in the ZooKeeper of zookeeper_quorum (host:port, ...).
+    "resourcemanager_ha_hosts": [],
+    "zookeeper_quorum": [],
+    "yarn_cluster_id": "yarn-cluster",
+    # TLS: HTTPS only on the RMs, their web proxy and the NodeManagers (yarn.http.policy), and
+    # ssl-server.xml / ssl-client.xml naming <ssl_dir>/keystore.jks and truststore.jks.
+    "https": False,
+    "ssl_dir": "/etc/security/ssl",
+    "ssl_keystore_password": "changeit",
+    "ssl_truststore_password": "changeit",
 }
 #: Rendered only in secure mode (``kerberos_realm``).
 SECURE_FILES = ("core-site.xml",)
+#: Rendered only with ``https``.
+TLS_FILES = ("ssl-server.xml", "ssl-client.xml")
 
 _REALM = re.compile(r"^\Z|^[A-Z0-9](?:[A-Z0-9.-]*[A-Z0-9])?\Z")
 _HOST = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\Z")
@@ -89,6 +102,8 @@ _DRIVER_VERSION = re.compile(r"^\Z|^[0-9]+(?:\.[0-9]+)*\Z")
 _HIERARCHY = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*\Z")
 # A path both the XML files and container-executor.cfg carry verbatim.
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9_.@+/-]*\Z")
+_HOST_PORT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}\Z")
+_PASSWORD = re.compile(r"^[^<>&\s]+\Z")
 
 
 class _Checker(ProblemCollector):
@@ -239,6 +254,21 @@ def _check(values: Mapping[str, Any]) -> Dict[str, Any]:
     out["daemon_user"] = c.string("daemon_user", v["daemon_user"], _pattern(_UNIX_NAME, "a Unix user name"))
     out["yarn_admins"] = c.string_list("yarn_admins", v["yarn_admins"], _pattern(_UNIX_NAME, "a Unix user name"))
     out["service_authorization"] = c.boolean("service_authorization", v["service_authorization"])
+    out["resourcemanager_ha_hosts"] = c.string_list("resourcemanager_ha_hosts", v["resourcemanager_ha_hosts"],
+                                                    _pattern(_HOST, "a host name"))
+    if len(out["resourcemanager_ha_hosts"]) == 1:
+        c.fail("resourcemanager_ha_hosts", "HA needs two or more ResourceManager hosts; for one, set "
+                                           "resourcemanager_hostname")
+    out["zookeeper_quorum"] = c.string_list("zookeeper_quorum", v["zookeeper_quorum"],
+                                            _pattern(_HOST_PORT, "host:port of a ZooKeeper server"))
+    if len(out["resourcemanager_ha_hosts"]) > 1 and not out["zookeeper_quorum"]:
+        c.fail("zookeeper_quorum", "ResourceManager HA elects the active one through ZooKeeper: name its servers "
+                                   "(host:port, ...)")
+    out["yarn_cluster_id"] = c.string("yarn_cluster_id", v["yarn_cluster_id"], _pattern(_HOST, "a name like yarn-cluster"))
+    out["https"] = c.boolean("https", v["https"])
+    out["ssl_dir"] = c.string("ssl_dir", v["ssl_dir"], _abs_path)
+    for key in ("ssl_keystore_password", "ssl_truststore_password"):
+        out[key] = c.string(key, str(v[key]), _pattern(_PASSWORD, "a password without spaces, <, > or &"))
     c.raise_if_any()
     return out
 
@@ -262,7 +292,8 @@ def render_hadoop_conf(values: Optional[Mapping[str, Any]] = None) -> Dict[str, 
     if ctx["nvidia_v1"] and ctx["nvidia_driver_version"]:
         # nvidia-docker v1 hands the driver to containers as this named volume.
         ctx["all_ro_mounts"].append(f"nvidia_driver_{ctx['nvidia_driver_version']}")
-    names = FILES + (SECURE_FILES if ctx["kerberos_realm"] else ())
+    ctx["rm_ids"] = [f"rm{i + 1}" for i in range(len(ctx["resourcemanager_ha_hosts"]))]
+    names = FILES + (SECURE_FILES if ctx["kerberos_realm"] else ()) + (TLS_FILES if ctx["https"] else ())
     return {name: render(f"hadoop-conf/{name}.j2", **ctx) for name in names}
 
 

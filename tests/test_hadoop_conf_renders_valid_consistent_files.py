@@ -361,3 +361,33 @@ def test_empty_lists_leave_their_line_out_rather_than_allow_nothing_by_accident(
     assert "docker.allowed.ro-mounts" not in ce["docker"]
     assert "docker.allowed.devices" not in ce["docker"]
     assert "banned.users" not in ce["top"]
+
+
+#: The values hadoop-conf/ha-tls/ is rendered with (its README says so).
+HA_TLS = {"resourcemanager_ha_hosts": "rm1.example.com,rm2.example.com",
+          "zookeeper_quorum": "zk1.example.com:2181,zk2.example.com:2181,zk3.example.com:2181", "https": "true"}
+
+
+def test_an_ha_and_tls_example_is_what_subm_reads_as_every_rm_over_https(tmp_path):
+    from submarine_py.backends.yarn.hadoop import addresses
+
+    files = render_hadoop_conf(HA_TLS)
+    assert set(files) == set(FILES) | {"ssl-server.xml", "ssl-client.xml"}
+    site = props(files["yarn-site.xml"])
+    assert site["yarn.resourcemanager.ha.rm-ids"] == "rm1,rm2" and site["yarn.http.policy"] == "HTTPS_ONLY"
+    assert site["hadoop.zk.address"] == site["yarn.resourcemanager.zk-address"] == HA_TLS["zookeeper_quorum"]
+    assert site["yarn.resourcemanager.work-preserving-recovery.enabled"] == "true"
+    assert addresses.rm_urls_of(site) == ("https://rm1.example.com:8090", "https://rm2.example.com:8090")
+    assert props(files["ssl-client.xml"])["ssl.client.truststore.location"] == "/etc/security/ssl/truststore.jks"
+    shipped = REPO / "hadoop-conf" / "ha-tls"
+    assert {p.name: p.read_text() for p in shipped.glob("*") if p.name != "README.md"} == files, \
+        "hadoop-conf/ha-tls/ differs from its rendering: subm hadoop-conf hadoop-conf/ha-tls --force --set ..."
+
+
+def test_ha_needs_two_hosts_and_a_zookeeper():
+    with pytest.raises(SpecError) as one:
+        render_hadoop_conf({"resourcemanager_ha_hosts": "rm1"})
+    assert "resourcemanager_ha_hosts: HA needs two or more" in str(one.value)
+    with pytest.raises(SpecError) as no_zk:
+        render_hadoop_conf({"resourcemanager_ha_hosts": "rm1,rm2"})
+    assert "zookeeper_quorum: ResourceManager HA elects" in str(no_zk.value)

@@ -108,6 +108,9 @@ def test_submit_hands_skein_the_very_spec_request_built_and_dry_run_printed_gang
     [(spec, job_file)] = submitted
     assert spec is request.app_spec and spec.to_dict() == before  # sent unchanged
     assert printed.endswith(spec.to_yaml())
+    as_json = request.to_dict()  # what `subm run --dry-run --output json` prints
+    assert as_json["application_spec"] == json.loads(json.dumps(before).replace(request.token, "<token>"))
+    assert request.token not in json.dumps(as_json)
     # The job file the AM reads: the request's, with the moment of submission and the job's
     # secret only (the one file a job ships: it carries the token to the AM and the executors).
     assert {k: v for k, v in job_file.items() if k not in ("submitted_at", "token")} == dict(request.job)

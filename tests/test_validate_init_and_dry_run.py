@@ -94,6 +94,16 @@ def test_run_dry_run_submits_nothing(ddp_job, subm_home):
     assert job_dirs(subm_home) == []
 
 
+def test_run_dry_run_with_output_json_prints_the_request_as_json(ddp_job, subm_home):
+    import json
+
+    rc, out, err = cli("run", str(ddp_job), "--backend", "local", "--dry-run", "--output", "json")
+    assert rc == 0, err
+    request = json.loads(out)
+    assert request["backend"] == "local" and [t["id"] for t in request["tasks"]] == ["worker:0", "worker:1"]
+    assert job_dirs(subm_home) == []
+
+
 def test_version_and_help_name_every_command():
     rc, out, _ = cli("--version")
     assert rc == 0 and out.startswith("subm, version ")

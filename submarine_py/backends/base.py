@@ -31,6 +31,10 @@ class Request(Protocol):
         """The request as text (what ``--dry-run`` prints)."""
         ...
 
+    def to_dict(self) -> Dict[str, Any]:
+        """The same as data (what ``--dry-run --output json`` prints), secrets left out."""
+        ...
+
 
 #: A problem a backend finds in a spec: (field path, message), as in :class:`SpecError`.
 Problem = Tuple[str, str]

@@ -68,6 +68,12 @@ class LocalRequest:
     am_argv: Tuple[str, ...]
     am_env: Mapping[str, str]
 
+    def to_dict(self) -> Dict[str, Any]:
+        return {"backend": "local", "app_id": self.app_id, "job_dir": self.job_dir, "am_argv": list(self.am_argv),
+                "am_env": dict(self.am_env),
+                "tasks": [{"id": t.id, "image": t.docker.image if t.docker else None, "resources": t.resources.to_dict(),
+                           "tracked": t.tracked, "command": t.command} for t in self.plan.tasks]}
+
     def describe(self) -> str:
         lines = [f"# local backend: the AM and {len(self.plan.tasks)} executor process(es) on this machine",
                  f"# job {self.app_id} in {self.job_dir}: job.json (the validated spec), am.log, am.json, "

@@ -11,7 +11,7 @@ import secrets
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ....errors import BackendError
 from ....home import subm_home
@@ -63,6 +63,14 @@ class YarnRequest:
             head += ("# the environment travels (packed and uploaded at submission where the cluster lacks it): "
                      + ", ".join(p.uri for p in self.travel.parts) + "\n")
         return (head + self.app_spec.to_yaml()).replace(self.token, "<token>")
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = {"backend": "yarn", "job_file": self.job_file, "gang_with_application": self.gang_with_application,
+                "shared_executor": ({"uri": self.shared_executor.uri, "present": self.shared_executor.present}
+                                    if self.shared_executor else None),
+                "travel": [p.uri for p in self.travel.parts] if self.travel else [],
+                "application_spec": self.app_spec.to_dict()}
+        return json.loads(json.dumps(data).replace(self.token, "<token>"))
 
 
 def build_request(plan: Plan, rm_urls: Sequence[str], node_hosts: Sequence[str] = (),
