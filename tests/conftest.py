@@ -94,7 +94,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """In CI a yarn or docker_yarn test that skips (no cluster, a missing piece) is reported as failed."""
     outcome = yield
     report = outcome.get_result()
-    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "docker_yarn", "sharing", "preemption", "secure"))
+    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "docker_yarn", "sharing", "preemption", "secure", "ha"))
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     if (IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail")
             and NO_CONTAINER_EXECUTOR not in reason):
