@@ -20,7 +20,9 @@ from typing import Callable, Iterator, List, Tuple
 
 import pytest
 
-from conftest import REPO, YARN_CONF_DIR, require_yarn, run_json, start_subm, subm, wait_for, write_job
+from conftest import (REPO, YARN_CONF_DIR, require_yarn, run_json, start_subm, subm, subm_argv, subm_env, wait_for,
+                      write_job)
+from venvs import slim_python
 
 require_yarn()
 
@@ -150,7 +152,9 @@ def test_the_active_namenode_killed_while_the_environment_uploads_changes_nothin
             resources: {memory: 512 MiB, vcores: 1}
             command: python -c "import submarine_py, sys; print('the environment is here', sys.prefix)"
         """)
-    proc = start_subm("run", str(job), "--backend", "yarn", "--output", "json", env=YARN)
+    # A user's environment of a hundred MB or so travels (slim_python), on any rig.
+    proc = subprocess.Popen(subm_argv("run", str(job), "--backend", "yarn", "--output", "json", python=slim_python()),
+                            env=subm_env(YARN), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def uploading() -> bool:
             return any(".part-" in e["name"] for e in files.listing(folder))
