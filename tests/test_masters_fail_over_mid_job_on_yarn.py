@@ -201,4 +201,4 @@ def test_the_active_namenode_killed_while_a_job_writes_checkpoints_to_hdfs_chang
     assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
     assert report["attempts"] == 1
     assert written == sorted(f"ckpt-{i}" for i in range(1, 13))
-    files.remove(folder)
+    files._call("remove", folder, lambda fs: fs.rm(folder, recursive=True))
