@@ -57,7 +57,7 @@ rig_possible() { command -v java >/dev/null 2>&1 && { command -v mvn >/dev/null 
 wants_yarn() {
   local prev="" a
   for a in "$@"; do
-    if [ "$prev" = -m ]; then [[ $a =~ yarn|sharing|preemption|secure ]] && [[ ! $a =~ ^not\ yarn$ ]]; return; fi
+    if [ "$prev" = -m ]; then [[ $a =~ yarn|sharing|preemption|secure|(^|[\ \(])ha($|[\ \)]) ]] && [[ ! $a =~ ^not\ yarn$ ]]; return; fi
     prev=$a
   done
   return 0
@@ -82,12 +82,12 @@ pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrappe
 }
 
 #: The tests that need no cluster (pass 0); every other test runs in one of the YARN passes.
-NO_CLUSTER="(unit or local or docker) and not (yarn or docker_yarn or sharing or preemption or secure)"
+NO_CLUSTER="(unit or local or docker) and not (yarn or docker_yarn or sharing or preemption or secure or ha)"
 
 if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
   if ! rig_possible; then
     say "no Java or Maven here for the project's Hadoop rig: running the tests that need no cluster"
-    set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure"
+    set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure and not ha"
   else
     # Pass 0 needs no cluster: its tests start real processes that keep a core busy, so they
     # run on every core (pytest-xdist). On one rig, YARN tests run one at a time: they stop its
@@ -104,7 +104,7 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
     # Passes 2-5 run on such nodes too (the venv that travels is made once: tests/venvs.py; the
     # Kerberized rig's users, alice and bob, each pack one of their own: with-secure-rig.sh).
-    yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure"
+    yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure and not ha"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
       nodes=isolated iso=RIG_ISOLATED=1
     else
@@ -121,10 +121,16 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
       # and its own temporary folder; its output follows pass 2's. Not beside passes 3-4: with it
       # there, a sharing test's younger sweep got a GPU before an older gang waiting for all of
       # them (2026-11-29).
+      # The production rig (issue 41): HA masters, HTTPS only, Kerberos, isolated nodes. Pass 5b
+      # kills its masters, so it runs after pass 5 on a production rig of its own.
       secure_log=$(mktemp /tmp/subm-pass5.XXXXXX)
       ( status=0
-        pass "5 (Kerberized rig, $nodes nodes, secure; beside pass 2)" WITH=scripts/with-secure-rig.sh $iso SUBM_SECURE_LCE=1 -- \
+        pass "5 (the production rig: HA, TLS, Kerberos, $nodes nodes; secure; beside pass 2)" \
+          WITH=scripts/with-secure-rig.sh $iso SUBM_SECURE_LCE=1 RIG_HA=1 RIG_TLS=1 -- \
           -n 2 -m secure --basetemp=/tmp/subm-pass5-pytest tests/test_secure_clusters_with_kerberos.py
+        pass "5b (the production rig; its masters killed mid-job, Hadoop 3.4.2)" \
+          WITH=scripts/with-secure-rig.sh $iso RIG_HA=1 RIG_TLS=1 -- \
+          -m ha --basetemp=/tmp/subm-pass5-pytest tests/test_masters_fail_over_mid_job_on_yarn.py
         exit "$status" ) >"$secure_log" 2>&1 &
       secure=$!
     else
@@ -132,6 +138,8 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     fi
     pass "2 (Hadoop 3.1.1, $nodes nodes, the YARN end-to-end tests)" $iso RIG_HADOOP_VERSION=3.1.1 -- \
       tests/test_jobs_run_end_to_end_on_yarn.py
+    pass "2b (Hadoop 3.1.1, HA and TLS, $nodes nodes; its masters killed mid-job)" $iso RIG_HADOOP_VERSION=3.1.1 \
+      RIG_HA=1 RIG_TLS=1 -- -m ha tests/test_masters_fail_over_mid_job_on_yarn.py
     if [ -n "$secure" ]; then
       wait "$secure"
       rc=$?

@@ -43,6 +43,25 @@ if len(FOUND.rm_urls) < 2 or len(FOUND.namenode_urls) < 2:
                 pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def ticket(tmp_path_factory):
+    """On a Kerberized rig (the production one) the jobs are alice's: this process takes her
+    ticket (the rig's keytab) before each test, as the rig's tickets last minutes."""
+    if not kerberos.is_secure(YARN_CONF_DIR):
+        yield
+        return
+    keytabs = Path(os.environ.get("SUBM_SECURE_KEYTABS", "/tmp/krb"))
+    cache = tmp_path_factory.mktemp("krb") / "cc"
+    old = os.environ.get("KRB5CCNAME")
+    os.environ["KRB5CCNAME"] = f"FILE:{cache}"
+    subprocess.run(["kinit", "-kt", str(keytabs / "alice.keytab"), "alice"], check=True, capture_output=True)
+    yield
+    if old is None:
+        os.environ.pop("KRB5CCNAME", None)
+    else:
+        os.environ["KRB5CCNAME"] = old
+
+
 def master(*args: str) -> str:
     done = subprocess.run(["bash", str(MASTER), str(RIG), *args], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"master.sh {' '.join(args)}: {done.stderr[-2000:]}"
