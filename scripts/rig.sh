@@ -221,6 +221,10 @@ start_daemons() {  # start each daemon (COMMAND - : started already, by node.sh)
   done
   await_daemons "$@"
 }
+listens() {  # HOST:PORT PID
+  if command -v ss >/dev/null; then ss -Hltnp "src ${1%:*} and sport = :${1##*:}" 2>/dev/null | grep -q "pid=$2,"
+  else (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; fi
+}
 await_daemons() {  # until each listens on its port; one whose process ends: its last error, and fail
   local spec label conf cmd d addr pid log err deadline=$(( $(date +%s) + ${RIG_START_TIMEOUT:-150} ))
   local pending=("$@")
@@ -228,8 +232,9 @@ await_daemons() {  # until each listens on its port; one whose process ends: its
     local left=()
     for spec in "${pending[@]}"; do
       IFS='|' read -r label conf cmd d addr <<<"$spec"
-      if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then continue; fi
       pid=$(cat "$(dirname "$conf")/pids/hadoop-$(id -un)-$d.pid" 2>/dev/null || true)
+      # listening: the daemon's own process (ss), or where ss cannot tell, anyone on the port
+      if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && listens "$addr" "$pid"; then continue; fi
       if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
         log=$(dirname "$conf")/logs/$d.log
         err=$(grep -E ' (ERROR|FATAL) |Exception' "$log" 2>/dev/null | tail -1)
@@ -285,7 +290,7 @@ ha_up() {  # ZooKeeper and the JournalNode, nn1 formatted, nn2 bootstrapped from
 {
   if [ -n "${RIG_HA:-}" ]; then ha_up; else plain_up; fi
 } >>"$dir/up.log" 2>&1 9>&- || {
-  if [ -s "$dir/up.failed" ]; then tail -20 "$dir/up.log" >&2; cat "$dir/up.failed" >&2; else cat "$dir/up.log" >&2; fi
+  if [ -s "$dir/up.failed" ]; then tail -20 "$dir/up.log" | grep -v "^rig.sh: " >&2; cat "$dir/up.failed" >&2; else cat "$dir/up.log" >&2; fi
   say "a daemon did not start; logs in $dir/logs${RIG_HA:+, $dir/master*/logs} and $dir/node*/logs"; exit 1; }
 
 # Up when the RM lists every node RUNNING and the NameNode every DataNode live (with RIG_HA=1:
