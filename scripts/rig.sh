@@ -156,7 +156,7 @@ masters_free() {  # masters_free HOST [MASTER2]
 if [ -z "${RIG_HOST:-}" ]; then
   # A rig stopped a moment ago holds its ports a while (TIME_WAIT: 60 s): take another pair, or
   # wait up to 90 s for one.
-  pairs="3:40 5:100 7:120 8:160 9:200 6:60 10:220 11:240"  # never 127.0.0.80-82: the Kerberized rig's
+  pairs="3:40 5:100 7:120 8:160 9:200 6:60 10:220 11:240"  # never 127.0.0.80-83: the Kerberized rig's
   for _ in $(seq 18); do
     for pair in $pairs; do
       h=127.0.0.${pair%%:*} b=${pair##*:}
