@@ -15,6 +15,8 @@
 # so tasks run as the user who submitted; that needs Hadoop's setuid container-executor from
 # SUBM_HADOOP_DIST (an unpacked Apache distribution): without one the rig keeps the default
 # executor and the tests that need tasks to run as their users skip, saying so.
+# RIG_HA=1, RIG_TLS=1: the production shape (two masters on 127.0.0.80 and .81, rm2.rig.test; the
+# nodes on 127.0.0.82-83; HTTPS only), as scripts/rig.sh makes it.
 # RIG_ISOLATED=1: its nodes are isolated as scripts/rig.sh makes them (keeping /tmp/krb's keytabs);
 # alice and bob then run subm from a venv of submarine-py[yarn] of their own (SUBM_SECURE_PYTHON),
 # whose jobs take it along (untried with the LinuxContainerExecutor).
@@ -49,7 +51,10 @@ trap 'on_signal 143' TERM
 begun=$(date +%s)
 # Isolated nodes (RIG_ISOLATED=1) hide /tmp: they keep the rig's keytabs (/tmp/krb) all the same.
 [ "${RIG_ISOLATED:-}" = 1 ] && export RIG_KEEP="/tmp/krb${RIG_KEEP:+ $RIG_KEEP}"
-RIG_KERBEROS=1 RIG_NODES=2 RIG_HOST=127.0.0.80 RIG_NODE_BASE=80 RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} \
+# RIG_HA=1: master 2 on 127.0.0.81, the nodes on 127.0.0.82-83.
+base=80
+[ "${RIG_HA:-}" = 1 ] && base=81
+RIG_KERBEROS=1 RIG_NODES=2 RIG_HOST=127.0.0.80 RIG_NODE_BASE=$base RIG_TICKET_LIFETIME=${RIG_TICKET_LIFETIME:-5m} \
   bash "$repo/scripts/rig.sh" up "$rig" 2>"$dir/up.log" \
   || { rc=1; cat "$dir/up.log" >&2; echo "with-secure-rig.sh: the secure rig did not start" >&2; exit 1; }
 tail -1 "$dir/up.log" >&2

@@ -17,6 +17,8 @@
 #       options to DIR/env.sh. The rig's Hadoop and folder are made readable by alice and bob.
 # down: stops the KDC, puts back /etc/krb5.conf and /etc/hosts, keeps the KDC's log in DIR/logs
 #       and removes /tmp/krb.
+# With RIG_HA=1 master 2 (RIG_MASTER2) is rm2.rig.test, with nn/, rm/ and HTTP/ principals of its
+# own, and the JournalNode (master 1) jn/rm.rig.test (hdfs.keytab); ZooKeeper stays unauthenticated.
 # One Kerberized rig per machine (fixed names, /tmp/krb, /etc/krb5.conf).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -54,9 +56,12 @@ if ! command -v krb5kdc >/dev/null || ! command -v kinit >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq krb5-kdc krb5-admin-server krb5-user >/dev/null
 fi
 master=rm.rig.test
+masters=("$master")
+[ "${RIG_HA:-}" = 1 ] && masters+=(rm2.rig.test)
 nodes=()
 for i in $(seq "$RIG_NODES"); do nodes+=("nm$i.rig.test"); done
 lines=("$RIG_HOST $master")
+[ "${RIG_HA:-}" = 1 ] && lines+=("$RIG_MASTER2 rm2.rig.test")
 for i in $(seq "$RIG_NODES"); do lines+=("127.0.0.$((RIG_NODE_BASE + i)) nm$i.rig.test"); done
 hosts "${lines[@]}"
 
@@ -113,8 +118,10 @@ principals() {  # SERVICE HOST...
   local s=$1 h; shift
   for h in "$@"; do echo "$s/$h"; done
 }
-for p in $(principals rm $master) $(principals nn $master) $(principals HTTP $master "${nodes[@]}") \
-         $(principals nm "${nodes[@]}") $(principals dn "${nodes[@]}"); do
+jn=()
+[ "${RIG_HA:-}" = 1 ] && jn=("jn/$master")
+for p in $(principals rm "${masters[@]}") $(principals nn "${masters[@]}") $(principals HTTP "${masters[@]}" "${nodes[@]}") \
+         $(principals nm "${nodes[@]}") $(principals dn "${nodes[@]}") "${jn[@]}"; do
   kl "addprinc -randkey $p"
 done
 keytab() {  # FILE PRINCIPAL...: one ktadd each (ktadd takes one principal)
@@ -122,11 +129,11 @@ keytab() {  # FILE PRINCIPAL...: one ktadd each (ktadd takes one principal)
   for p in "$@"; do kl "ktadd -k $f $p"; done
 }
 # shellcheck disable=SC2046
-keytab $K/yarn.keytab $(principals rm $master) $(principals nm "${nodes[@]}")
+keytab $K/yarn.keytab $(principals rm "${masters[@]}") $(principals nm "${nodes[@]}")
 # shellcheck disable=SC2046
-keytab $K/hdfs.keytab $(principals nn $master) $(principals dn "${nodes[@]}")
+keytab $K/hdfs.keytab $(principals nn "${masters[@]}") $(principals dn "${nodes[@]}") "${jn[@]}"
 # shellcheck disable=SC2046
-keytab $K/http.keytab $(principals HTTP $master "${nodes[@]}")
+keytab $K/http.keytab $(principals HTTP "${masters[@]}" "${nodes[@]}")
 for u in alice bob; do
   id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
   kl "addprinc -pw ${u}pw $u"

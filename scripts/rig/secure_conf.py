@@ -4,6 +4,9 @@ Realm RIG.TEST, keytabs in KEYTABS (scripts/rig/kerberos.sh makes both): yarn.ke
 rm/rm.rig.test and nm/nm<i>.rig.test, hdfs.keytab nn/rm.rig.test and dn/nm<i>.rig.test,
 http.keytab HTTP/<each host> (SPNEGO on every web endpoint). The masters answer as rm.rig.test,
 node i as nm<i>.rig.test (kerberos.sh maps them to the rig's loopback addresses in /etc/hosts).
+With RIG_HA=1 master 2 answers as rm2.rig.test (nn/, rm/ and HTTP/ of it in the same keytabs)
+and the JournalNode (on master 1) as jn/rm.rig.test (hdfs.keytab); each ZKFC logs in as its
+NameNode. ZooKeeper itself takes no authentication.
 
 What is secure-mode specific and `subm hadoop-conf --set kerberos_realm=RIG.TEST` renders is set
 as it renders it (tests/test_secure_clusters_with_kerberos.py checks): principals, keytabs,
@@ -20,6 +23,8 @@ from typing import Dict
 REALM = "RIG.TEST"
 KEYTABS = "/tmp/krb"
 MASTER = "rm.rig.test"
+#: Master 2 of RIG_HA=1 (its NameNode nn2 and ResourceManager rm2).
+MASTER2 = "rm2.rig.test"
 ADMINS = "root"
 #: What Hadoop on Java 17 needs opened (Kerberos SASL and a few reflective accesses): for the
 #: daemons and the rig's commands (HADOOP_OPTS), skein's driver (SKEIN_DRIVER_JAVA_OPTIONS) and
@@ -45,8 +50,11 @@ def core(host: str) -> Dict[str, str]:
     return {
         "hadoop.security.authentication": "kerberos",
         "hadoop.security.authorization": "false",
+        # (RIG_HA=1: the JournalNode's jn/ is nn, HDFS's user, as production maps nn/ and jn/ to
+        # one user: its edits servlet serves only NameNodes whose short name is its own.)
         "hadoop.security.auth_to_local": "\n".join(
-            [f"RULE:[2:$1@$0]({p}@{REALM})s/.*/{ADMINS}/" for p in ("rm", "nm", "HTTP")]
+            ([f"RULE:[2:$1@$0](jn@{REALM})s/.*/nn/"] if os.environ.get("RIG_HA") == "1" else [])
+            + [f"RULE:[2:$1@$0]({p}@{REALM})s/.*/{ADMINS}/" for p in ("rm", "nm", "HTTP")]
             + [f"RULE:[1:$1@$0](.*@{REALM})s/@.*//", "DEFAULT"]),
         "hadoop.http.filter.initializers": "org.apache.hadoop.security.AuthenticationFilterInitializer",
         "hadoop.http.authentication.type": "kerberos",
@@ -69,6 +77,10 @@ def hdfs(host: str) -> Dict[str, str]:
         "dfs.web.authentication.kerberos.keytab": f"{KEYTABS}/http.keytab",
         "dfs.block.access.token.enable": "true",
         "ignore.secure.ports.for.testing": "true",
+        **({"dfs.journalnode.kerberos.principal": f"jn/_HOST@{REALM}",
+            "dfs.journalnode.keytab.file": f"{KEYTABS}/hdfs.keytab",
+            "dfs.journalnode.kerberos.internal.spnego.principal": f"HTTP/_HOST@{REALM}"}
+           if os.environ.get("RIG_HA") == "1" else {}),
     }
 
 
@@ -79,11 +91,11 @@ def yarn(host: str) -> Dict[str, str]:
         "yarn.resourcemanager.principal": f"rm/_HOST@{REALM}",
         "yarn.resourcemanager.keytab": f"{KEYTABS}/yarn.keytab",
         # A NodeManager logs in as nm/<the machine's name>, not its hostname's: named here.
-        "yarn.nodemanager.principal": f"nm/{host}@{REALM}" if host != MASTER else f"nm/_HOST@{REALM}",
+        "yarn.nodemanager.principal": f"nm/{host}@{REALM}" if host not in (MASTER, MASTER2) else f"nm/_HOST@{REALM}",
         "yarn.nodemanager.keytab": f"{KEYTABS}/yarn.keytab",
         "yarn.resourcemanager.webapp.spnego-principal": f"HTTP/_HOST@{REALM}",
         "yarn.resourcemanager.webapp.spnego-keytab-file": f"{KEYTABS}/http.keytab",
-        "yarn.nodemanager.webapp.spnego-principal": f"HTTP/{host}@{REALM}" if host != MASTER else f"HTTP/_HOST@{REALM}",
+        "yarn.nodemanager.webapp.spnego-principal": f"HTTP/{host}@{REALM}" if host not in (MASTER, MASTER2) else f"HTTP/_HOST@{REALM}",
         "yarn.nodemanager.webapp.spnego-keytab-file": f"{KEYTABS}/http.keytab",
         "yarn.acl.enable": "true",
         "yarn.admin.acl": ADMINS,
