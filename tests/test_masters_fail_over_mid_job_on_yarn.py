@@ -111,10 +111,14 @@ def finished(proc: subprocess.Popen, timeout: float) -> Tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def report_of(out: str) -> dict:
+def succeeded_in_one_attempt(rc: int, out: str, err: str) -> dict:
+    """``subm run --output json``'s report, of a job that succeeded in its first attempt."""
     import json
 
-    return json.loads(out)
+    report = json.loads(out)
+    assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
+    assert report["attempts"] == 1, "a failover cost the job an attempt"
+    return report
 
 
 @pytest.mark.torch
@@ -142,9 +146,7 @@ def test_the_active_resource_manager_killed_during_ddp_training_changes_nothing(
             proc.kill()
     print(f"after the kill of rm{which}: subm status answered in {status_after:.1f} s, list {list_after:.1f} s, "
           f"logs {logs_after:.1f} s", file=sys.stderr)
-    report = report_of(out)
-    assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
-    assert report["attempts"] == 1, "a failover of the RM cost the job an attempt"
+    report = succeeded_in_one_attempt(rc, out, err)
     assert all(t["state"] == "SUCCEEDED" for t in report["tasks"]), report["tasks"]
     failover = [line for line in err.splitlines() if "failed over" in line]
     assert len(failover) == 1 and "the YARN ResourceManager failed over:" in failover[0], err[-3000:]
@@ -183,9 +185,7 @@ def test_the_active_namenode_killed_while_the_environment_uploads_changes_nothin
     finally:
         if proc.poll() is None:
             proc.kill()
-    report = report_of(out)
-    assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
-    assert report["attempts"] == 1
+    succeeded_in_one_attempt(rc, out, err)
     failover = [line for line in err.splitlines() if "failed over" in line]
     assert len(failover) == 1 and failover[0].startswith("subm: HDFS failed over: "), err[-3000:]
     assert not [e for e in files.listing(folder) if ".part-" in e["name"]], "a half-written part was left behind"
@@ -216,8 +216,6 @@ def test_the_active_namenode_killed_while_a_job_writes_checkpoints_to_hdfs_chang
     finally:
         if proc.poll() is None:
             proc.kill()
-    report = report_of(out)
-    assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
-    assert report["attempts"] == 1
+    succeeded_in_one_attempt(rc, out, err)
     assert written == sorted(f"ckpt-{i}" for i in range(1, 13))
     files._call("remove", folder, lambda fs: fs.rm(folder, recursive=True))
