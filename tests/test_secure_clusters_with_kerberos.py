@@ -451,7 +451,10 @@ def test_hadoop_conf_renders_the_secure_settings_the_rig_runs_with(rig):
         for key, value in ours.items():
             if key in rigs and ("security" in key or "kerberos" in key or "spnego" in key or "principal" in key
                                 or "keytab" in key or "acl" in key.lower() or key.startswith("hadoop.http")):
-                assert rigs[key].replace("rm.rig.test", "_HOST") == value, key
+                # An HA rig maps its JournalNode's principal too (HDFS HA is not rendered here).
+                rig_value = "\n".join(r for r in rigs[key].replace("rm.rig.test", "_HOST").split("\n")
+                                      if not r.startswith("RULE:[2:$1@$0](jn@"))
+                assert rig_value == value, key
                 checked += 1
     assert checked >= 15
 
