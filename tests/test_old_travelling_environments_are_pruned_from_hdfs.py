@@ -74,7 +74,7 @@ def test_an_upload_prunes_what_nothing_used_for_weeks_on_the_rigs_hdfs(tmp_path:
     # The old archive and the old upload: last touched 20 days ago (WebHDFS SETTIMES).
     ago = int(time.time() * 1000) - 20 * DAY_MS
     for name in ("env-venv-old.tar.gz", "env-venv-kept.tar.gz.part-00000000"):
-        r = requests.put(f"http://{where.http_address}/webhdfs/v1{folder}/{name}",
+        r = requests.put(f"{where.namenode_urls[files.active]}/webhdfs/v1{folder}/{name}",
                          params={"op": "SETTIMES", "modificationtime": ago, "accesstime": ago, "user.name": user},
                          timeout=10)
         assert r.status_code == 200, r.text
