@@ -24,8 +24,6 @@ from conftest import (REPO, YARN_CONF_DIR, require_yarn, run_json, start_subm, s
                       write_job)
 from venvs import slim_python
 
-require_yarn()
-
 from submarine_py.backends.yarn.hadoop import addresses, kerberos, spnego  # noqa: E402
 from submarine_py.backends.yarn.hadoop.resourcemanager import yarn_user  # noqa: E402
 from submarine_py.backends.yarn.hadoop.webhdfs import ClusterFilesystem, Files  # noqa: E402
@@ -49,23 +47,27 @@ def ha_rig():
                     pytrace=False)
 
 
-@pytest.fixture(autouse=True)
-def ticket(tmp_path_factory):
-    """On a Kerberized rig (the production one) the jobs are alice's: this process takes her
-    ticket (the rig's keytab) before each test, as the rig's tickets last minutes."""
-    if not kerberos.is_secure(YARN_CONF_DIR):
-        yield
+KEYTABS = Path(os.environ.get("SUBM_SECURE_KEYTABS", "/tmp/krb"))
+
+
+def take_alices_ticket() -> None:
+    """On a Kerberized rig (the production one) the jobs are alice's: this process holds her
+    ticket (the rig's keytab) in a cache of its own, taken again before each test, as the rig's
+    tickets last minutes. Elsewhere nothing."""
+    if not (YARN_CONF_DIR and kerberos.is_secure(YARN_CONF_DIR)):
         return
-    keytabs = Path(os.environ.get("SUBM_SECURE_KEYTABS", "/tmp/krb"))
-    cache = tmp_path_factory.mktemp("krb") / "cc"
-    old = os.environ.get("KRB5CCNAME")
-    os.environ["KRB5CCNAME"] = f"FILE:{cache}"
-    subprocess.run(["kinit", "-kt", str(keytabs / "alice.keytab"), "alice"], check=True, capture_output=True)
-    yield
-    if old is None:
-        os.environ.pop("KRB5CCNAME", None)
-    else:
-        os.environ["KRB5CCNAME"] = old
+    os.environ["KRB5CCNAME"] = os.environ.get("SUBM_TEST_ALICE_CC") or f"FILE:/tmp/subm-ha-alice-{os.getpid()}.cc"
+    os.environ["SUBM_TEST_ALICE_CC"] = os.environ["KRB5CCNAME"]
+    subprocess.run(["kinit", "-kt", str(KEYTABS / "alice.keytab"), "alice"], check=True, capture_output=True)
+
+
+take_alices_ticket()  # before require_yarn: a secure RM answers only through SPNEGO
+require_yarn()
+
+
+@pytest.fixture(autouse=True)
+def ticket():
+    take_alices_ticket()
 
 
 def master(*args: str) -> str:
