@@ -54,15 +54,16 @@ def search_path(python: str, wrapper_dir: str, rest: str = "") -> str:
     return os.pathsep.join(parts)
 
 
-def shell_setup(python: str, folder: str = YARN_BIN_DIR) -> str:
-    """Shell lines (for a container's launch script) doing what :func:`write_wrappers` and
-    :func:`search_path` do, with ``folder`` relative to the working directory."""
-    script = shlex.quote(wrapper_script(python))
-    lines = [f"mkdir -p {folder}"]
-    for name in NAMES:
-        lines.append(f"printf '%s' {script} > {folder}/{name} && chmod 755 {folder}/{name}")
-    lines.append(shell_path(python, folder))
-    return "\n".join(lines)
+#: The launch scripts' variable for the interpreter's path: assigned once, shell-quoted
+#: (:func:`assign`), then used only as ``"$SUBM_PY"`` (:data:`PY`), never pasted into other
+#: shell text, where a ``$(...)`` in environment.python would run.
+PY_VAR = "SUBM_PY"
+PY = f'"${PY_VAR}"'
+
+
+def assign(python: str) -> str:
+    """The shell line that sets :data:`PY_VAR` to ``python``, as data."""
+    return f"{PY_VAR}={shlex.quote(python)}"
 
 
 def shell_path(python: str, folder: str = YARN_BIN_DIR) -> str:
@@ -85,19 +86,21 @@ def image_launch_lines(executor: str, image: str, python: str = "", folder: str 
     executor writes ``python``/``python3`` wrappers of itself into ``folder`` (WRAPPER_ENV),
     first on PATH, so a task's ``python`` resolves in images that have only ``python3``
     (Debian's, Ubuntu's). What the image lacks is said in one line on stderr, exit 127.
-    ``image``: the image's name as the shell should print it (a variable or a literal).
+    ``image``: the image's name as the shell should print it inside double quotes: a variable
+    (``$YARN_CONTAINER_RUNTIME_DOCKER_IMAGE``) or a name the job file's rules allow (``IMAGE``:
+    no shell syntax).
     ``logs``: the task's stdout and stderr files (mounted at the same paths), which the executor
     then writes itself, as on YARN: a pipe to ``docker run`` is no file it can read back for a
     sweep's metric lines, a hang's quiet time or its diagnostics' last lines."""
     if python:
-        find = (f"SUBM_PY={shlex.quote(python)}\n"
-                f'[ -x "$SUBM_PY" ] || {{ echo "[subm] environment.python $SUBM_PY does not exist in image {image}" >&2; '
+        find = (f"{assign(python)}\n"
+                f'[ -x {PY} ] || {{ echo "[subm] environment.python ${PY_VAR} does not exist in image {image}" >&2; '
                 "exit 127; }")
     else:
-        find = (f'SUBM_PY=$(command -v python3) || {{ echo "[subm] image {image} {NO_PYTHON3} on its PATH, '
+        find = (f'{PY_VAR}=$(command -v python3) || {{ echo "[subm] image {image} {NO_PYTHON3} on its PATH, '
                 "which subm's executor needs\" >&2; exit 127; }")
     redirect = f" >>{shlex.quote(logs[0])} 2>>{shlex.quote(logs[1])}" if logs else ""
-    return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec "$SUBM_PY" -S {shlex.quote(executor)}{redirect}'
+    return f'{find}\nexport PATH="$PWD/{folder}:$PATH"\nexec {PY} -S {shlex.quote(executor)}{redirect}'
 
 
 #: How the AM's launch line begins the one line it prints when its node cannot start it
@@ -107,19 +110,19 @@ NODE_LACKS = "[subm] node "
 AM_MODULES = ("skein", "submarine_py")
 
 
-def am_start_check(python: str) -> str:
-    """Shell lines run before the ApplicationMaster starts with ``python`` (a path, or a shell
-    word such as ``"$SUBM_PY"``): where the node lacks that interpreter, or the packages the AM
-    imports, they say so in one line on stderr, naming the node (``NM_HOST``, which YARN sets
-    in every container), what is missing and what to set, and exit 127. Without them, the job
-    ends with skein's "Application driver failed with exit code 127, see logs". (find_spec, not
-    an import: milliseconds.)"""
+def am_start_check() -> str:
+    """Shell lines run before the ApplicationMaster starts with ``"$SUBM_PY"`` (:data:`PY_VAR`,
+    set before them): where the node lacks that interpreter, or the packages the AM imports,
+    they say so in one line on stderr, naming the node (``NM_HOST``, which YARN sets in every
+    container), what is missing and what to set, and exit 127. Without them, the job ends with
+    skein's "Application driver failed with exit code 127, see logs". (find_spec, not an
+    import: milliseconds.) The path is the variable's value, never shell text."""
     where = f'{NODE_LACKS}$NM_HOST'
     fix = ("the nodes lack the Python environment this job was submitted from; set environment.python "
            "to an interpreter with submarine-py[yarn] installed on every node (docs/yarn.md)")
     probe = shlex.quote("import sys, importlib.util as u; "
                         f"sys.exit(any(u.find_spec(m) is None for m in {AM_MODULES!r}))")
-    return (f'if ! command -v {python} >/dev/null 2>&1; then echo "{where}: no {python} there, the interpreter '
+    return (f'if ! command -v {PY} >/dev/null 2>&1; then echo "{where}: no ${PY_VAR} there, the interpreter '
             f'the ApplicationMaster runs with: {fix}" >&2; exit 127; fi\n'
-            f'{python} -c {probe} 2>/dev/null || {{ echo "{where}: {python} lacks skein or submarine_py, which '
+            f'{PY} -c {probe} 2>/dev/null || {{ echo "{where}: ${PY_VAR} lacks skein or submarine_py, which '
             f'the ApplicationMaster imports: {fix}" >&2; exit 127; }}')

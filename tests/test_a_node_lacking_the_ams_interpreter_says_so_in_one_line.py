@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from submarine_py.backends.yarn import attempts
-from submarine_py.interpreters import am_start_check
+from submarine_py.interpreters import am_start_check, assign
 
 pytestmark = pytest.mark.local
 
 
 def start(python: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", am_start_check(python) + "\necho STARTED"], capture_output=True,
+    return subprocess.run(["bash", "-c", f"{assign(python)}\n{am_start_check()}\necho STARTED"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "NM_HOST": "nm7.example.com"})
 
 
@@ -37,6 +37,18 @@ def test_an_interpreter_without_the_ams_packages_is_named_too():
 
 def test_the_interpreter_that_submits_starts_the_am():
     assert start(sys.executable).stdout.strip() == "STARTED"
+
+
+@pytest.mark.parametrize("python", ["/tmp/x/$(touch {mark})/python3", "/tmp/x/`touch {mark}`/python3",
+                                    "/tmp/it's \"{mark}\" $HOME/python3"])
+def test_a_path_holding_shell_syntax_is_named_as_written_and_runs_nothing(tmp_path, python):
+    mark = tmp_path / "ran"
+    path = python.format(mark=mark)
+    run = start(path)
+    assert not mark.exists(), "the interpreter's path ran as shell"
+    assert run.returncode == 127
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"[subm] node nm7.example.com: no {path} there"), line
 
 
 def test_the_backend_quotes_the_latest_attempts_line(monkeypatch):

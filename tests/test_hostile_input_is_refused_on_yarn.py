@@ -188,6 +188,43 @@ def test_a_python_folder_full_of_shell_syntax_runs_nothing_in_the_container(tmp_
     assert not glob.glob(f"{shared_tmp_path}/pwned*") and not glob.glob("pwned*")
 
 
+def test_a_missing_interpreter_full_of_shell_syntax_is_named_as_written_and_runs_nothing(
+        tmp_path, shared_tmp_path, apps):
+    """The launch line that says a node lacks environment.python quotes the path as data (issue
+    42: inside its echo's double quotes a ``$(...)`` ran on the node)."""
+    python = f"/opt/subm-absent/$(touch {shared_tmp_path}/pwned)/`touch {shared_tmp_path}/pwned2`/python3"
+    job = write_job(tmp_path, f"""\
+        name: hostile-absent-python
+        environment: {{python: '{python}'}}
+        roles:
+          worker:
+            resources: {{memory: 256 MiB}}
+            command: "true"
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "yarn", "--quiet", env=YARN, timeout=240)
+    apps.append(report.get("app_id"))
+    assert rc == 1 and report["state"] == "FAILED", (report, err)
+    assert f"no {python} there" in report["diagnostics"], report["diagnostics"]
+    assert not glob.glob(f"{shared_tmp_path}/pwned*")
+
+
+def test_a_roles_variables_full_of_shell_syntax_reach_the_task_as_written(tmp_path, shared_tmp_path, apps):
+    value = f"$(touch {shared_tmp_path}/pwned) `touch {shared_tmp_path}/pwned2` \"'\\ $HOME"
+    job = write_job(tmp_path, f"""\
+        name: hostile-variables
+        roles:
+          worker:
+            resources: {{memory: 256 MiB}}
+            command: printf '%s' "$HOSTILE" > {shared_tmp_path}/seen
+            env: {{HOSTILE: {json.dumps(value)}}}
+    """)
+    rc, report, err = run_json("run", str(job), "--backend", "yarn", "--quiet", env=YARN, timeout=240)
+    apps.append(report.get("app_id"))
+    assert rc == 0 and report["state"] == "SUCCEEDED", f"{report.get('diagnostics')}\n{err}"
+    assert (shared_tmp_path / "seen").read_text() == value
+    assert not glob.glob(f"{shared_tmp_path}/pwned*")
+
+
 def test_a_hostile_files_destination_is_refused_before_submission(tmp_path):
     (tmp_path / "t.py").write_text("")
     job = write_job(tmp_path, """\

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -92,14 +93,15 @@ def test_containers_get_the_executor_the_spec_files_and_how_to_reach_the_am(tmp_
     assert worker.env["SUBM_ROLE"] == "worker"
     assert worker.env["SUBM_TOKEN_FILE"] == JOB_FILE  # the job file carries the token
     assert worker.env["SUBM_AM_DISCOVERY"] == "http://rm:8088/proxy/{app}/pages/subm/v1/am"
-    assert worker.script.endswith(f"exec /opt/py/bin/python3 -S {EXECUTOR_FILE}")
+    assert worker.script.startswith("SUBM_PY=/opt/py/bin/python3\n")
+    assert worker.script.endswith(f'exec "$SUBM_PY" -S {EXECUTOR_FILE}')
     # `python` is a wrapper that starts the interpreter by its own path (a venv's pyvenv.cfg holds),
     # which the executor writes when its first command starts: no mkdir or chmod process in each
-    # container's launch script while the gang assembles. The AM's script writes its own.
+    # container's launch script while the gang assembles. The AM runs no `python` of a job's.
     assert worker.env["SUBM_PYTHON_WRAPPER"] == "1"  # for the interpreter the script starts it with
-    assert worker.script.startswith('export PATH="$PWD/.subm-bin":/opt/py/bin:"$PATH"\n')
-    assert "mkdir" not in worker.script and "chmod" not in worker.script and "ln -s" not in worker.script
-    assert "exec /opt/py/bin/python3 \"$@\"" in spec.master.script
+    assert 'export PATH="$PWD/.subm-bin":/opt/py/bin:"$PATH"\n' in worker.script
+    for script in (worker.script, spec.master.script):
+        assert "mkdir" not in script and "chmod" not in script and "ln -s" not in script
 
 
 def test_the_executor_travels_as_one_file_with_the_modules_it_imports(tmp_path):
@@ -195,3 +197,32 @@ def test_the_spec_round_trips_through_skeins_yaml(tmp_path):
     expected = spec.to_dict()
     assert sorted(again.pop("tags")) == sorted(expected.pop("tags"))  # skein keeps tags as a set
     assert again == expected
+
+
+HOSTILE_PYTHONS = ["/tmp/bars-py/$(touch {mark})/python3", "/tmp/bars-py/`touch {mark}`/python3",
+                   "/tmp/it's \"$(touch {mark})\" $HOME/python3", "/tmp/a b/'$(touch {mark})'/python3"]
+
+
+@pytest.mark.parametrize("python", HOSTILE_PYTHONS)
+@pytest.mark.parametrize("where", ["environment.python", "the submitting interpreter", "with an archive"])
+def test_an_interpreter_path_holding_shell_syntax_reaches_every_launch_script_as_data(tmp_path, python, where):
+    """Each launch script (the AM's, each role's) is run for real by bash where the path does
+    not exist: it fails saying so, and nothing in the path ran (issue 42: a path inside an
+    echo's double quotes ran its ``$(...)``)."""
+    mark = tmp_path / "ran"
+    path = python.format(mark=mark)
+    job = {"environment": {"python": path}} if where == "environment.python" else {}
+    if where == "with an archive":
+        (tmp_path / "env.tar.gz").write_bytes(b"")
+        job = {"environment": {"archive": str(tmp_path / "env.tar.gz")}}
+    plan = make_plan(spec_from_dict({"name": "j", "roles": {"worker": {"command": "python -V"}}, **job},
+                                    base_dir=str(tmp_path)))
+    opts = YarnOptions(job_file=str(tmp_path / "job.json"), rm_urls=("http://rm:8088",), python=path)
+    spec = build_application_spec(plan, opts)
+    for who, script in [("the AM", spec.master.script), ("worker", spec.services["worker"].script)]:
+        run = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env={"PATH": "/usr/bin:/bin", "NM_HOST": "nm1", "HOME": str(tmp_path)})
+        assert not mark.exists(), f"{who}'s launch script ran the path as shell:\n{script}"
+        assert run.returncode != 0, f"{who}: {run.stdout}"
+        if who == "the AM" and where != "with an archive":
+            assert f"[subm] node nm1: no {path} there" in run.stderr, run.stderr

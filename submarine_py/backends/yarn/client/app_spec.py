@@ -91,18 +91,19 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     env, travel = plan.job.environment, opts.travel
     if env.archive:
         python = opts.python or sys.executable
-        setup = f'SUBM_PY={shlex.quote(python)}; [ -x "$SUBM_PY" ] || SUBM_PY=$(command -v python3)'
-        return {"python": '"$SUBM_PY"', "setup": travel.setup_lines() if travel else setup, "task_setup": setup,
+        setup = f'{interpreters.assign(python)}; [ -x {interpreters.PY} ] || {interpreters.PY_VAR}=$(command -v python3)'
+        return {"python": interpreters.PY, "setup": travel.setup_lines() if travel else setup, "task_setup": setup,
                 "task_env": {}}
     am_here, _ = runs_submitting_python(plan.job)
     if travel and am_here:  # tasks outside images run it too (in images: docker_script)
         setup = travel.setup_lines()
-        return {"python": travel.python, "setup": setup, "task_setup": f"{setup}\n{travel.task_path_line()}",
+        return {"python": interpreters.PY, "setup": setup, "task_setup": f"{setup}\n{travel.task_path_line()}",
                 "task_env": {interpreters.WRAPPER_ENV: "1"}}
     python = (opts.python or sys.executable) if am_here else env.python
-    # Wrappers, not symlinks: a venv's interpreter must be started by its own path.
-    return {"python": shlex.quote(python), "setup": interpreters.shell_setup(python),
-            "task_setup": interpreters.shell_path(python),
+    # The path once, as data (interpreters.assign); the executor writes the python/python3
+    # wrappers of its own interpreter (WRAPPER_ENV): a venv's must be started by its own path.
+    setup = f"{interpreters.assign(python)}\n{interpreters.shell_path(python)}"
+    return {"python": interpreters.PY, "setup": setup, "task_setup": setup,
             "task_env": {interpreters.WRAPPER_ENV: "1"}}
 
 
@@ -231,7 +232,7 @@ def master(opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
              # The travelling environment brings this package (installed, or its editable code).
              **({} if opts.travel else {"PYTHONPATH": PACKAGE_PARENT}),
              **{k: os.environ[k] for k in (LAUNCH_PAUSE_ENV,) if os.environ.get(k)}},
-        script=f"{py['setup']}\n{interpreters.am_start_check(py['python'])}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
+        script=f"{py['setup']}\n{interpreters.am_start_check()}\nexec {py['python']} -m {AM_MODULE} {JOB_FILE}",
     )
 
 

@@ -66,11 +66,6 @@ class Travel:
     #: The editable installs' code as it will be uploaded (b"" when there is none).
     code: bytes = b""
 
-    @property
-    def python(self) -> str:
-        """The interpreter in the container, as a shell word (after :meth:`setup_lines`)."""
-        return '"$SUBM_PY"'
-
     def resources(self) -> Dict[str, object]:
         """skein's files: each part an archive YARN unpacks and keeps in the user's node cache."""
         import skein
@@ -78,18 +73,21 @@ class Travel:
         return {p.dir: skein.File(source=p.uri, type="archive", visibility="private") for p in self.parts}
 
     def setup_lines(self) -> str:
-        """Shell lines that set SUBM_PY to the environment's interpreter in the container."""
+        """Shell lines that set SUBM_PY (``interpreters.PY_VAR``) to the environment's interpreter
+        in the container."""
+        from .....interpreters import PY_VAR
+
         inst, dirs = self.installed, {p.dir for p in self.parts}
         lines = []
         if inst.kind == "conda":  # conda-pack's env carries its interpreter and runs where unpacked
-            lines.append(f'SUBM_PY="$PWD/{ENV_DIR}/bin/python"')
+            lines.append(f'{PY_VAR}="$PWD/{ENV_DIR}/bin/python"')
         else:
             home = f'"$PWD/{BASE_DIR}/bin"' if BASE_DIR in dirs else shlex.quote(os.path.dirname(inst.base_python))
             venv = f'"$PWD/{VENV_DIR}"'
             lines += [f'mkdir -p {venv}/bin && ln -sfn "$PWD/{ENV_DIR}/lib" {venv}/lib '
                       f'&& ln -sfn {home}/python{inst.version} {venv}/bin/python '
                       f"&& printf 'home = %s\\ninclude-system-site-packages = false\\n' {home} > {venv}/pyvenv.cfg",
-                      f'SUBM_PY={venv}/bin/python']
+                      f'{PY_VAR}={venv}/bin/python']
             if BASE_DIR in dirs and inst.shared_libpython:
                 lines.append(f'export LD_LIBRARY_PATH="$PWD/{BASE_DIR}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
         if CODE_DIR in dirs:
