@@ -17,12 +17,13 @@
 #      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-5, are isolated
 #      (RIG_ISOLATED=1: they share nothing with this machine) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
+#   2b. its masters killed mid-job, on 3.1.1's HA and TLS shape (RIG_HA=1 RIG_TLS=1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
-#   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root), beside pass 2 (it mostly waits)
+#   5. secure: the production rig (HA, TLS, Kerberos: scripts/with-secure-rig.sh; root); 5b: its masters killed
 #   6. docker_yarn: they need a Docker-mode rig (SUBM_DOCKER_RIG), which needs Hadoop's setuid
 #      container-executor, in no registry: without one they skip, saying why
-# One pass at a time but 5. The exit status is the first failing pass's; pytest's exit code 5
+# Passes 0 and 1 alone; then three lanes at once, each a rig at a time: 2, 2b; 5, 5b; 3, 4. The exit status is the first failing pass's; pytest's exit code 5
 # ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -81,6 +82,25 @@ pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrappe
   [ "$status" = 0 ] && status=$rc
 }
 
+lanes=() lane_logs=()
+in_background() {  # in_background FUNCTION: its passes in a subshell, output kept until join_lanes
+  local log
+  log=$(mktemp /tmp/subm-lane.XXXXXX)
+  ( status=0; "$1"; exit "$status" ) >"$log" 2>&1 &
+  lanes+=("$!") lane_logs+=("$log")
+}
+join_lanes() {  # wait for every lane, print its output, keep the first failing status
+  local i rc
+  for i in "${!lanes[@]}"; do
+    wait "${lanes[$i]}"
+    rc=$?
+    cat "${lane_logs[$i]}" >&2
+    rm -f "${lane_logs[$i]}"
+    [ "$status" = 0 ] && status=$rc
+  done
+  say "the lanes ended $(( $(date +%s) - started )) s after the start"
+}
+
 #: The tests that need no cluster (pass 0); every other test runs in one of the YARN passes.
 NO_CLUSTER="(unit or local or docker) and not (yarn or docker_yarn or sharing or preemption or secure or ha)"
 
@@ -113,44 +133,41 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     fi
     pass "1 (two $nodes rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
       $iso RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
-    secure=""
+    # After pass 1, three lanes at once, each a rig of its own (their tests mostly wait for
+    # YARN): 2 then 2b here; 5 then 5b (root) and 3 then 4 in the background, each lane's
+    # output kept and printed after pass 2b's, in that order.
     if [ "$(id -u)" = 0 ]; then
       # Pass 5 mostly waits: its job that outlives a 5-minute ticket and token waits 6 minutes,
       # idle, while the other secure tests run beside it (two at a time, each with its own users'
-      # folders and tickets). So it runs beside pass 2, on addresses of its own (127.0.0.80-82)
-      # and its own temporary folder; its output follows pass 2's. Not beside passes 3-4: with it
-      # there, a sharing test's younger sweep got a GPU before an older gang waiting for all of
-      # them (2026-11-29).
-      # The production rig (issue 41): HA masters, HTTPS only, Kerberos, isolated nodes. Pass 5b
-      # kills its masters, so it runs after pass 5 on a production rig of its own.
-      secure_log=$(mktemp /tmp/subm-pass5.XXXXXX)
-      ( status=0
-        pass "5 (the production rig: HA, TLS, Kerberos, $nodes nodes; secure; beside pass 2)" \
+      # folders and tickets), on addresses of its own (127.0.0.80-83) and its own temporary
+      # folder. The production rig (issue 41): HA masters, HTTPS only, Kerberos, isolated
+      # nodes. Pass 5b kills its masters, so it runs after pass 5 on a production rig of its own.
+      secure_lane() {
+        pass "5 (the production rig: HA, TLS, Kerberos, $nodes nodes; secure)" \
           WITH=scripts/with-secure-rig.sh $iso SUBM_SECURE_LCE=1 RIG_HA=1 RIG_TLS=1 -- \
           -n 2 -m secure --basetemp=/tmp/subm-pass5-pytest tests/test_secure_clusters_with_kerberos.py
         pass "5b (the production rig; its masters killed mid-job, Hadoop 3.4.2)" \
           WITH=scripts/with-secure-rig.sh $iso RIG_HA=1 RIG_TLS=1 -- \
           -m ha --basetemp=/tmp/subm-pass5-pytest tests/test_masters_fail_over_mid_job_on_yarn.py
-        exit "$status" ) >"$secure_log" 2>&1 &
-      secure=$!
+      }
+      in_background secure_lane
     else
       say "pass 5 (secure) needs root (a KDC, users alice and bob): skipped"
     fi
+    # The sharing tests compare when jobs ran; they wait past admission's STARVE_SECONDS
+    # before freeing GPUs, so a loaded machine (two other lanes) changes no order they assert.
+    sharing_lane() {
+      pass "3 (two team queues, $nodes nodes, sharing)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- \
+        -m sharing --basetemp=/tmp/subm-pass34-pytest
+      pass "4 (two team queues, $nodes nodes, preemption on)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 \
+        RIG_PREEMPTION=1 -- -m preemption --basetemp=/tmp/subm-pass34-pytest
+    }
+    in_background sharing_lane
     pass "2 (Hadoop 3.1.1, $nodes nodes, the YARN end-to-end tests)" $iso RIG_HADOOP_VERSION=3.1.1 -- \
-      tests/test_jobs_run_end_to_end_on_yarn.py
+      --basetemp=/tmp/subm-pass2-pytest tests/test_jobs_run_end_to_end_on_yarn.py
     pass "2b (Hadoop 3.1.1, HA and TLS, $nodes nodes; its masters killed mid-job)" $iso RIG_HADOOP_VERSION=3.1.1 \
-      RIG_HA=1 RIG_TLS=1 -- -m ha tests/test_masters_fail_over_mid_job_on_yarn.py
-    if [ -n "$secure" ]; then
-      wait "$secure"
-      rc=$?
-      cat "$secure_log" >&2
-      rm -f "$secure_log"
-      [ "$status" = 0 ] && status=$rc
-      say "pass 5 ended $(( $(date +%s) - started )) s after the start"
-    fi
-    pass "3 (two team queues, $nodes nodes, sharing)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
-    pass "4 (two team queues, $nodes nodes, preemption on)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 \
-      RIG_PREEMPTION=1 -- -m preemption
+      RIG_HA=1 RIG_TLS=1 -- -m ha --basetemp=/tmp/subm-pass2-pytest tests/test_masters_fail_over_mid_job_on_yarn.py
+    join_lanes
     # No Docker-mode rig yet (Hadoop's container-executor is in no registry): they skip, saying why.
     # Their files only: the other YARN modules would ask for a cluster as they are collected.
     pass "6 (docker_yarn)" WITH=none SUBM_TEST_NO_RIG=1 -- -m docker_yarn $(grep -l docker_yarn tests/test_*.py)
