@@ -31,22 +31,6 @@ from submarine_py.backends.yarn.client.travel import FOLDER  # noqa: E402
 
 pytestmark = [pytest.mark.yarn, pytest.mark.ha]
 
-RIG = Path(YARN_CONF_DIR).parent
-MASTER = REPO / "scripts" / "rig" / "master.sh"
-YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
-
-
-@pytest.fixture(autouse=True)
-def ha_rig():
-    """These tests need two of each master (a selected test fails without them; collecting the
-    module elsewhere, as CI's other passes do, is not running it)."""
-    found = addresses.from_conf(YARN_CONF_DIR)
-    if len(found.rm_urls) < 2 or len(found.namenode_urls) < 2:
-        pytest.fail(f"these tests need the rig's HA shape (RIG_HA=1); {YARN_CONF_DIR} names "
-                    f"{len(found.rm_urls)} ResourceManager(s) and {len(found.namenode_urls)} NameNode(s)",
-                    pytrace=False)
-
-
 KEYTABS = Path(os.environ.get("SUBM_SECURE_KEYTABS", "/tmp/krb"))
 
 
@@ -63,6 +47,21 @@ def take_alices_ticket() -> None:
 
 take_alices_ticket()  # before require_yarn: a secure RM answers only through SPNEGO
 require_yarn()
+
+RIG = Path(YARN_CONF_DIR).parent
+MASTER = REPO / "scripts" / "rig" / "master.sh"
+YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR}
+
+
+@pytest.fixture(autouse=True)
+def ha_rig():
+    """These tests need two of each master (a selected test fails without them; collecting the
+    module elsewhere, as CI's other passes do, is not running it)."""
+    found = addresses.from_conf(YARN_CONF_DIR)
+    if len(found.rm_urls) < 2 or len(found.namenode_urls) < 2:
+        pytest.fail(f"these tests need the rig's HA shape (RIG_HA=1); {YARN_CONF_DIR} names "
+                    f"{len(found.rm_urls)} ResourceManager(s) and {len(found.namenode_urls)} NameNode(s)",
+                    pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -63,6 +63,11 @@ sys.exit(3 if os.environ["SUBM_ATTEMPT"] == "0" and os.environ["SUBM_INDEX"] == 
 LINE = re.compile(r"^\[ *([\d.]+)s\] (.*)$")
 
 
+def tenths(seconds: float) -> int:
+    """A line's time in the tenths of a second it shows (2.6 - 2.5 is 0.10000000000000009 in floats)."""
+    return round(seconds * 10)
+
+
 @pytest.mark.local
 def test_a_jobs_progress_lines_agree_with_the_am(tmp_path, subm_home, no_leftovers):
     job = write_job(tmp_path / "job", """\
@@ -78,13 +83,13 @@ def test_a_jobs_progress_lines_agree_with_the_am(tmp_path, subm_home, no_leftove
     lines = [(float(m.group(1)), m.group(2)) for m in map(LINE.match, err.splitlines()) if m]
     times = [t for t, _ in lines]
     # In the order printed, time never goes back (0.1 s: the lines' rounding).
-    assert all(b >= a - 0.1 for a, b in zip(times, times[1:])), err
+    assert all(tenths(b) >= tenths(a) - 1 for a, b in zip(times, times[1:])), err
     # The gang-ready decision sits at the time it states.
     ready, what = next((t, w) for t, w in lines if w.startswith("AM: gang ready") and "after submission" in w)
-    assert abs(ready - float(re.search(r"([\d.]+) s after submission", what).group(1))) <= 0.1, err
+    assert abs(tenths(ready) - tenths(float(re.search(r"([\d.]+) s after submission", what).group(1)))) <= 1, err
     # The failure and the restart come after the first attempt ran its second; the last state
     # line is the job's end, when the AM decided it.
     failed = next(t for t, w in lines if w.startswith("AM: worker:1 failed"))
     assert failed >= ready + 0.9, err
     end = next(t for t, w in lines if w == "AM: job SUCCEEDED")
-    assert lines[-1][1].endswith("job SUCCEEDED, stopping") and abs(lines[-1][0] - end) <= 0.1, err
+    assert lines[-1][1].endswith("job SUCCEEDED, stopping") and abs(tenths(lines[-1][0]) - tenths(end)) <= 1, err
