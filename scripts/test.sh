@@ -13,15 +13,13 @@
 #   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests skip
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
-#   1. the other tests but docker_yarn, sharing, preemption, secure, two at a time, each on a 3-node
+#   1. the other tests but sharing, preemption, secure, two at a time, each on a 3-node
 #      rig of its own (Hadoop 3.4.2); its nodes, and those of passes 2-5, are isolated
 #      (RIG_ISOLATED=1: they share nothing with this machine) where this is root
 #   2. the YARN end-to-end tests on the oldest Hadoop the project supports (RIG_HADOOP_VERSION=3.1.1)
 #   3. sharing: 3 nodes of 2 GPUs, queues teama and teamb (RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2)
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
 #   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root), beside pass 2 (it mostly waits)
-#   6. docker_yarn: they need a Docker-mode rig (SUBM_DOCKER_RIG), which needs Hadoop's setuid
-#      container-executor, in no registry: without one they skip, saying why
 # One pass at a time but 5. The exit status is the first failing pass's; pytest's exit code 5
 # ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
 set -uo pipefail
@@ -82,12 +80,12 @@ pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrappe
 }
 
 #: The tests that need no cluster (pass 0); every other test runs in one of the YARN passes.
-NO_CLUSTER="(unit or local or docker) and not (yarn or docker_yarn or sharing or preemption or secure or ha)"
+NO_CLUSTER="(unit or local or docker) and not (yarn or sharing or preemption or secure or ha)"
 
 if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
   if ! rig_possible; then
     say "no Java or Maven here for the project's Hadoop rig: running the tests that need no cluster"
-    set -- -m "not yarn and not docker_yarn and not sharing and not preemption and not secure and not ha"
+    set -- -m "not yarn and not sharing and not preemption and not secure and not ha"
   else
     # Pass 0 needs no cluster: its tests start real processes that keep a core busy, so they
     # run on every core (pytest-xdist). On one rig, YARN tests run one at a time: they stop its
@@ -104,14 +102,14 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     # packing its 6.5 GB to unpack on six nodes would cost many minutes and some 40 GB).
     # Passes 2-5 run on such nodes too (the venv that travels is made once: tests/venvs.py; the
     # Kerberized rig's users, alice and bob, each pack one of their own: with-secure-rig.sh).
-    yarn1="not ($NO_CLUSTER) and not docker_yarn and not sharing and not preemption and not secure and not ha"
+    yarn1="not ($NO_CLUSTER) and not sharing and not preemption and not secure and not ha"
     if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
       nodes=isolated iso=RIG_ISOLATED=1
     else
       say "isolated nodes need root and unshare: passes 1-5 run on plain rigs"
       nodes=plain iso=RIG_ISOLATED=
     fi
-    pass "1 (two $nodes rigs, the YARN tests but docker_yarn, sharing, preemption, secure; 2 at a time)" \
+    pass "1 (two $nodes rigs, the YARN tests but sharing, preemption, secure; 2 at a time)" \
       $iso RIG_COUNT=2 -- -n 2 --dist loadgroup -m "$yarn1" --durations=25
     secure=""
     if [ "$(id -u)" = 0 ]; then
@@ -151,9 +149,6 @@ if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
     pass "3 (two team queues, $nodes nodes, sharing)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 -- -m sharing
     pass "4 (two team queues, $nodes nodes, preemption on)" $iso RIG_QUEUES=teama:50,teamb:50 RIG_GPUS=2 \
       RIG_PREEMPTION=1 -- -m preemption
-    # No Docker-mode rig yet (Hadoop's container-executor is in no registry): they skip, saying why.
-    # Their files only: the other YARN modules would ask for a cluster as they are collected.
-    pass "6 (docker_yarn)" WITH=none SUBM_TEST_NO_RIG=1 -- -m docker_yarn $(grep -l docker_yarn tests/test_*.py)
     exit "$status"
   fi
 fi

@@ -47,7 +47,7 @@ _take_this_workers_rig()
 os.environ.setdefault("SUBM_PACK_CACHE", os.path.join(tempfile.gettempdir(), "subm-test-packed"))
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
-#: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
+#: In CI (CI=true) every yarn test must run: one that would skip fails instead.
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
@@ -65,8 +65,8 @@ def skip_without_container_executor(what: str) -> None:
 
 def skip_without_yarn(reason: str) -> None:
     """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure,
-    but in a run that has no rig by design (SUBM_TEST_NO_RIG=1: scripts/test.sh's passes 0 and
-    6, whose ``-m`` selects none of a YARN module's tests, which other passes run)."""
+    but in a run that has no rig by design (SUBM_TEST_NO_RIG=1: scripts/test.sh's pass 0, whose
+    ``-m`` selects none of a YARN module's tests, which other passes run)."""
     if IN_CI and not os.environ.get("SUBM_TEST_NO_RIG"):
         pytest.fail(f"CI runs every yarn test, but: {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
@@ -91,10 +91,10 @@ def require_yarn() -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """In CI a yarn or docker_yarn test that skips (no cluster, a missing piece) is reported as failed."""
+    """In CI a yarn test that skips (no cluster, a missing piece) is reported as failed."""
     outcome = yield
     report = outcome.get_result()
-    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "docker_yarn", "sharing", "preemption", "secure", "ha"))
+    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "sharing", "preemption", "secure", "ha"))
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     if (IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail")
             and NO_CONTAINER_EXECUTOR not in reason):
