@@ -63,30 +63,45 @@ def skip_without_container_executor(what: str) -> None:
                 "SUBM_HADOOP_DIST to an unpacked one (docs/testing.md)", allow_module_level=True)
 
 
-def skip_without_yarn(reason: str) -> None:
-    """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure,
-    but in a run that has no rig by design (SUBM_TEST_NO_RIG=1: scripts/test.sh's pass 0, whose
-    ``-m`` selects none of a YARN module's tests, which other passes run)."""
-    if IN_CI and not os.environ.get("SUBM_TEST_NO_RIG"):
-        pytest.fail(f"CI runs every yarn test, but: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+#: The markers of the tests that need a YARN cluster (HADOOP_CONF_DIR: scripts/test.sh starts the
+#: project's rig for them).
+YARN_MARKERS = ("yarn", "sharing", "preemption", "secure", "ha")
+#: Why the YARN tests have no cluster in this session, or None: no HADOOP_CONF_DIR, or (as
+#: require_yarn found) a ResourceManager that does not answer.
+NO_YARN: Optional[str] = (None if YARN_CONF_DIR else "no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh "
+                          "starts the project's rig: docs/testing.md)")
 
 
 def require_yarn() -> str:
     """The URL of the ResourceManager of the cluster HADOOP_CONF_DIR names, for a module of yarn
-    tests; without one that answers, the module skips (in CI: fails)."""
-    if not YARN_CONF_DIR:
-        skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
-    from submarine_py.backends.yarn.hadoop import addresses
-    from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
-    from submarine_py.errors import BackendError
+    tests. Where none answers, a module's top level gets "" and its tests skip as they are set
+    up (in CI: fail), saying why (NO_YARN): the module is still collected, so a pass whose ``-m``
+    deselects its tests (scripts/test.sh's pass 0) runs without a cluster. Called in a test or
+    a fixture, it skips at once."""
+    global NO_YARN
+    if NO_YARN is None:
+        from submarine_py.backends.yarn.hadoop import addresses
+        from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
+        from submarine_py.errors import BackendError
 
-    rm = ResourceManager(addresses.from_conf(YARN_CONF_DIR).rm_urls, wait_seconds=0, timeout=3, say=lambda _: None)
-    try:
-        rm.started_on()  # every RM of an HA rig tried: the active one answers
-    except BackendError as exc:
-        skip_without_yarn(f"no YARN cluster: {exc}; start one: bash scripts/rig.sh up DIR")
-    return rm.url
+        rm = ResourceManager(addresses.from_conf(YARN_CONF_DIR).rm_urls, wait_seconds=0, timeout=3,
+                             say=lambda _: None)
+        try:
+            rm.started_on()  # every RM of an HA rig tried: the active one answers
+            return rm.url
+        except BackendError as exc:
+            NO_YARN = f"no YARN cluster: {exc}; start one: bash scripts/rig.sh up DIR"
+    if sys._getframe(1).f_code.co_name == "<module>":
+        return ""
+    pytest.skip(NO_YARN)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that needs YARN (YARN_MARKERS) where there is none (NO_YARN) skips before its
+    fixtures run, saying why; in CI that is a failure (pytest_runtest_makereport)."""
+    if NO_YARN and any(item.get_closest_marker(m) for m in YARN_MARKERS):
+        pytest.skip(NO_YARN)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -94,7 +109,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """In CI a yarn test that skips (no cluster, a missing piece) is reported as failed."""
     outcome = yield
     report = outcome.get_result()
-    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "sharing", "preemption", "secure", "ha"))
+    needs_yarn = any(item.get_closest_marker(m) for m in YARN_MARKERS)
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     if (IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail")
             and NO_CONTAINER_EXECUTOR not in reason):

@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm_argv, subm_env
+from conftest import YARN_CONF_DIR, cli, subm_argv, subm_env
 from venvs import ISOLATED_NODES, new_shared_folder
 from submarine_py.errors import CredentialsError, SpecError
 from submarine_py.jobfile import spec_from_dict
@@ -464,10 +464,10 @@ def _secure_rig() -> str:
     conf = YARN_CONF_DIR or ""
     core = Path(conf, "core-site.xml")
     if not conf or not core.is_file() or "kerberos" not in core.read_text():
-        skip_without_yarn("no secure YARN: HADOOP_CONF_DIR must name a Kerberized cluster "
-                          "(bash scripts/with-secure-rig.sh ...)")
+        pytest.skip("no secure YARN: HADOOP_CONF_DIR must name a Kerberized cluster "
+                    "(bash scripts/with-secure-rig.sh ...)")
     if not (KEYTABS / "alice.keytab").is_file():
-        skip_without_yarn(f"no keytabs for alice and bob in {KEYTABS} (bash scripts/with-secure-rig.sh ...)")
+        pytest.skip(f"no keytabs for alice and bob in {KEYTABS} (bash scripts/with-secure-rig.sh ...)")
     return conf
 
 
