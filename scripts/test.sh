@@ -10,7 +10,8 @@
 #   1. .venv (scripts/venv.sh), with submarine-py[test,yarn,torch,sweep]
 #   2. the tensorflow extra (tensorflow-cpu, tensorboard), when either is missing
 #   3. MIT Kerberos's clients (krb5-user: kinit, klist), where kinit is missing (root)
-#   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests skip
+#   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests
+#      skip (in CI, with no arguments, the run fails at once, as it does without a rig or root)
 # With no arguments, the passes (each `bash scripts/test.sh -q -m ...` inside its own rig):
 #   0. the tests that need no cluster (unit, local, docker), on every core: no rig
 #   1. the other tests but sharing, preemption, secure, two at a time, each on a 3-node
@@ -21,10 +22,13 @@
 #   4. preemption: the same with YARN's preemption monitor on (RIG_PREEMPTION=1)
 #   5. secure: the Kerberized rig (scripts/with-secure-rig.sh; root), beside pass 2 (it mostly waits)
 # One pass at a time but 5. The exit status is the first failing pass's; pytest's exit code 5
-# ("no tests collected") counts as success. With CI=true a YARN test that cannot run fails.
+# ("no tests collected") fails a pass too: every pass selects tests. With CI=true a test that
+# cannot run fails (tests/conftest.py), but for what this kind of machine cannot have.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 say() { echo "test.sh: $*" >&2; }
+# CI=true, as tests/conftest.py reads it.
+in_ci() { local v=${CI:-}; v=${v,,}; [ "$v" = true ] || [ "$v" = 1 ] || [ "$v" = yes ]; }
 
 # Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
 . scripts/venv.sh
@@ -34,23 +38,34 @@ if [ -z "${SUBM_TEST_SET_UP:-}" ]; then
   if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \
           >/dev/null 2>&1; then
     say "installing the tensorflow extra (tensorflow-cpu, tensorboard)"
-    python -m pip install -q -e '.[tensorflow]' || say "tensorflow-cpu install failed: tensorflow tests will skip"
+    python -m pip install -q -e '.[tensorflow]' || say "tensorflow-cpu install failed: tensorflow tests will skip (in CI: fail)"
   fi
   # MIT Kerberos's clients (kinit, klist): the secure-cluster checks that need no cluster use them.
   if ! command -v kinit >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing krb5-user (kinit, klist) with apt-get"
-    subm_apt_install krb5-user 2>/dev/null || say "krb5-user not installed: the Kerberos checks that need kinit will skip"
+    subm_apt_install krb5-user 2>/dev/null || say "krb5-user not installed: the Kerberos checks that need kinit will skip (in CI: fail)"
   fi
+  no_docker=""
   if bash scripts/docker-up.sh; then
-    bash scripts/test-image.sh >/dev/null || say "test image not built: docker tests will skip"
+    bash scripts/test-image.sh >/dev/null || no_docker="the test image localhost/subm-test:bookworm was not built (scripts/test-image.sh)"
   else
-    echo "docker unavailable: docker tests will skip"
+    no_docker="no usable Docker daemon (scripts/docker-up.sh could not start one)"
+  fi
+  if [ -n "$no_docker" ]; then
+    if in_ci && [ $# -eq 0 ]; then say "CI cannot run the docker tests: $no_docker"; exit 1; fi
+    say "$no_docker: docker tests will skip"
   fi
   export SUBM_TEST_SET_UP=1
 fi
 
-# Can this machine run the project's rig? (Java runs it; Maven fetches Hadoop once.)
-rig_possible() { command -v java >/dev/null 2>&1 && { command -v mvn >/dev/null 2>&1 || [ -d "${SUBM_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig}" ]; }; }
+# What this machine lacks for the project's rig, or nothing (Java runs it; Maven fetches Hadoop once).
+rig_lacks() {
+  local cache=${SUBM_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig}
+  if ! command -v java >/dev/null 2>&1; then echo "Java"
+  elif ! command -v mvn >/dev/null 2>&1 && ! [ -d "$cache" ]; then echo "Maven (to fetch Hadoop once), and no Hadoop in $cache"
+  fi
+}
+rig_possible() { [ -z "$(rig_lacks)" ]; }
 # Do these pytest arguments select YARN tests? (A -m expression naming none of their markers does not.)
 wants_yarn() {
   local prev="" a
@@ -83,8 +98,12 @@ pass() {  # pass NAME ENV... -- ARGS...   (ENV WITH=script: another rig's wrappe
 NO_CLUSTER="(unit or local or docker) and not (yarn or sharing or preemption or secure or ha)"
 
 if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
+  if in_ci; then  # CI runs every pass: one that cannot run here fails the run now, in one line
+    if ! rig_possible; then say "CI cannot start the project's Hadoop rig for the YARN tests: no $(rig_lacks) here"; exit 1; fi
+    if [ "$(id -u)" != 0 ]; then say "CI cannot run the secure tests (pass 5): they need root (a KDC, users alice and bob)"; exit 1; fi
+  fi
   if ! rig_possible; then
-    say "no Java or Maven here for the project's Hadoop rig: running the tests that need no cluster"
+    say "no $(rig_lacks) here for the project's Hadoop rig: running the tests that need no cluster (the YARN ones deselected)"
     set -- -m "not yarn and not sharing and not preemption and not secure and not ha"
   else
     # Pass 0 needs no cluster: its tests start real processes that keep a core busy, so they
@@ -164,8 +183,5 @@ fi
 
 python -m pytest "$@"
 rc=$?
-if [ "$rc" -eq 5 ]; then
-  say "pytest collected no tests (exit 5); counting that as success"
-  rc=0
-fi
+[ "$rc" -eq 5 ] && say "pytest collected no tests (exit 5): these arguments select none"
 exit "$rc"
