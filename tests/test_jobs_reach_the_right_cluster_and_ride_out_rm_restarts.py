@@ -22,13 +22,9 @@ from typing import Any, Dict, Optional
 import pytest
 import requests
 
-from conftest import REPO, YARN_CONF_DIR, run_json, skip_without_yarn, start_subm, subm, wait_for
-
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
-
-from submarine_py.backends.yarn.hadoop.addresses import rm_address  # noqa: E402
-from submarine_py.backends.yarn.client.skein_driver import stop_driver  # noqa: E402
+from conftest import REPO, YARN_CONF_DIR, run_json, start_subm, subm, wait_for
+from submarine_py.backends.yarn.hadoop.addresses import rm_address
+from submarine_py.backends.yarn.client.skein_driver import stop_driver
 
 pytestmark = pytest.mark.yarn
 

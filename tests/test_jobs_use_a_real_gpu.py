@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_json, write_job
+from conftest import NO_GPU, run_json, write_job
 
 pytest.importorskip("torch")
 from submarine_py.gpus import nvml_gpus  # noqa: E402
 
 GPUS = nvml_gpus() or []
 pytestmark = [pytest.mark.local, pytest.mark.torch, pytest.mark.gpu,
-              pytest.mark.skipif(not GPUS, reason="no NVIDIA GPU here (NVML found none)")]
+              pytest.mark.skipif(not GPUS, reason=f"{NO_GPU}: NVML found none here")]
 
 #: Busy on the task's one GPU for argv[1] seconds, saying first (or not) what it sees.
 CUDA_PROGRAM = """\

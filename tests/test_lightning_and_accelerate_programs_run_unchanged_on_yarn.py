@@ -10,13 +10,9 @@ import json
 
 import pytest
 
-from conftest import REPO, YARN_CONF_DIR, skip_without_yarn, write_job
-
-if not YARN_CONF_DIR:
-    skip_without_yarn("no YARN cluster: set HADOOP_CONF_DIR (bash scripts/test.sh starts the project's rig: docs/testing.md)")
-
-from test_jobs_run_end_to_end_on_yarn import apps, run_job, subm, YARN  # noqa: E402,F401
-from test_lightning_and_accelerate_programs_run_unchanged import (  # noqa: E402
+from conftest import REPO, write_job
+from test_jobs_run_end_to_end_on_yarn import apps, run_job, subm, YARN  # noqa: F401
+from test_lightning_and_accelerate_programs_run_unchanged import (
     ACCELERATE_PROGRAM, RESTART_ON_TEARDOWN_ABORT, RESULT, epochs)
 
 pytestmark = [pytest.mark.yarn, pytest.mark.torch]

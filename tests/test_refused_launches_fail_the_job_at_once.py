@@ -3,8 +3,8 @@ pulled, an image without bash or python3) fails the job at once, quoting YARN's 
 words and naming the setting to change: no restart could help.
 
 The messages are the ones YARN's NodeManagers wrote on the Docker rig (Hadoop 3.1.1: the table
-in hadoop-conf/README.md; 3.1.2: measured with scripts/rig.sh's Docker mode); the YARN side
-end to end is in test_docker_on_yarn_refusals_fail_fast.py.
+in hadoop-conf/README.md; 3.1.2: measured with the old rig's Docker mode, since removed: it
+needed Hadoop's setuid container-executor, which no registry serves).
 """
 from __future__ import annotations
 

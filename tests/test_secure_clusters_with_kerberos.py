@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import YARN_CONF_DIR, cli, skip_without_yarn, subm_argv, subm_env
+from conftest import YARN_CONF_DIR, cli, skip_without_container_executor, subm_argv, subm_env
 from venvs import ISOLATED_NODES, new_shared_folder
 from submarine_py.errors import CredentialsError, SpecError
 from submarine_py.jobfile import spec_from_dict
@@ -464,10 +464,10 @@ def _secure_rig() -> str:
     conf = YARN_CONF_DIR or ""
     core = Path(conf, "core-site.xml")
     if not conf or not core.is_file() or "kerberos" not in core.read_text():
-        skip_without_yarn("no secure YARN: HADOOP_CONF_DIR must name a Kerberized cluster "
-                          "(bash scripts/with-secure-rig.sh ...)")
+        pytest.skip("no secure YARN: HADOOP_CONF_DIR must name a Kerberized cluster "
+                    "(bash scripts/with-secure-rig.sh ...)")
     if not (KEYTABS / "alice.keytab").is_file():
-        skip_without_yarn(f"no keytabs for alice and bob in {KEYTABS} (bash scripts/with-secure-rig.sh ...)")
+        pytest.skip(f"no keytabs for alice and bob in {KEYTABS} (bash scripts/with-secure-rig.sh ...)")
     return conf
 
 
@@ -572,13 +572,8 @@ def test_alice_runs_a_job_after_kinit_and_follows_it_through_spnego(users):
     lce = on_the_linux_container_executor(alice.env["HADOOP_CONF_DIR"])
     assert ran_as == ({"alice"} if lce else {"root"})
     if os.environ.get("SUBM_SECURE_LCE") == "1" and not lce:
-        pytest.skip(NO_CONTAINER_EXECUTOR)
-
-
-#: Why tasks cannot run as their users on a rig whose NodeManagers lack the LinuxContainerExecutor.
-NO_CONTAINER_EXECUTOR = ("needs Hadoop's container-executor (setuid, only in Apache's binary tarballs; "
-                         "SUBM_HADOOP_DIST names an unpacked distribution that has it): without it the rig's "
-                         "NodeManagers run every task as themselves (root), not as alice; the rest of the test passed")
+        skip_without_container_executor("tasks as their users: without it the rig's NodeManagers run every "
+                                        "task as themselves, root, not as alice; the rest of the test passed")
 
 
 def on_the_linux_container_executor(conf_dir: str) -> bool:

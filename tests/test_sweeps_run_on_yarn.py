@@ -13,7 +13,7 @@ from typing import Dict, List
 import pytest
 import requests
 
-from conftest import YARN_CONF_DIR, require_yarn, run_json, skip_without_yarn, subm, write_job
+from conftest import YARN_CONF_DIR, require_yarn, run_json, subm, write_job
 
 RM = require_yarn()
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR or ""}
@@ -75,7 +75,7 @@ def test_one_application_runs_every_trial_on_containers_it_reuses(tmp_path):
 def test_with_fewer_gpus_free_than_parallel_the_sweep_runs_on_what_it_gets(tmp_path):
     have = free_gpus()
     if have < 2:
-        skip_without_yarn(f"needs at least 2 free GPUs, the cluster has {have}")
+        pytest.skip(f"needs at least 2 free GPUs, the cluster has {have}")
     report = sweep(tmp_path, "sweep-fewer", trials=2 * have + 2, parallel=have + 2)
     assert len(containers(report)) <= have  # it ran on what it got, and finished
 

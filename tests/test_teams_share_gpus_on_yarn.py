@@ -17,7 +17,7 @@ from typing import Dict, List, Tuple
 import pytest
 import requests
 
-from conftest import YARN_CONF_DIR, require_yarn, run_json, skip_without_yarn, subm, write_job
+from conftest import YARN_CONF_DIR, require_yarn, run_json, subm, write_job
 from venvs import ISOLATED_NODES
 
 RM = require_yarn()
@@ -82,8 +82,8 @@ def team_queues() -> None:
     while cluster_gpus() < 6 and time.monotonic() < deadline and {"teama", "teamb"} <= set(queues()):
         time.sleep(1)
     if not {"teama", "teamb"} <= set(queues()) or cluster_gpus() < 6:
-        skip_without_yarn("needs a rig with queues teama and teamb and 6 free GPUs "
-                          "(RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50)")
+        pytest.skip("needs a rig with queues teama and teamb and 6 free GPUs "
+                    "(RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50)")
 
 
 def submit(tmp_path: Path, name: str, gpus: int, seconds: float, queue: str, extra: str = "") -> str:
