@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from conftest import cli
+from unprivileged import as_unprivileged, reachable_tmp_path  # noqa: F401 (a fixture)
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -351,18 +352,19 @@ def test_a_missing_job_file_is_refused_cleanly(tmp_path):
     assert "nope.yaml" in err
 
 
-def test_an_unreadable_job_file_is_refused_cleanly(tmp_path):
-    job = tmp_path / "job.yaml"
+def test_an_unreadable_job_file_is_refused_cleanly(reachable_tmp_path):
+    job = reachable_tmp_path / "job.yaml"
     job.write_text("name: x\nroles: {w: {command: x}}\n")
+    assert cli("validate", str(job))[0] == 0  # valid while readable (and what validate imports is imported)
     job.chmod(0)
-    try:
-        if os.access(job, os.R_OK):
-            pytest.skip("running as root: every file is readable")
-        rc, out, err = cli("validate", str(job))
-        assert_refused_cleanly(rc, out, err)
-        assert "cannot read" in err
-    finally:
-        job.chmod(0o644)
+
+    def validate_as_a_user_who_may_not_read_it() -> Tuple[bool, Tuple[int, str, str]]:
+        return os.path.exists(job), cli("validate", str(job))
+
+    seen, (rc, out, err) = as_unprivileged(validate_as_a_user_who_may_not_read_it)
+    assert seen  # its folder is open to that user: only the file's own mode stops the reading
+    assert_refused_cleanly(rc, out, err)
+    assert f"cannot read {job}: Permission denied" in err
 
 
 def test_a_fifo_is_not_waited_on(tmp_path):
