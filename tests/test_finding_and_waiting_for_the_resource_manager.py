@@ -4,12 +4,13 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
-import time
 from pathlib import Path
+from typing import List
 
 import pytest
 from click.testing import CliRunner
 
+from submarine_py.backends.yarn.hadoop import resourcemanager
 from submarine_py.backends.yarn.hadoop.resourcemanager import ResourceManager
 from submarine_py.backends.yarn.hadoop.conf import hadoop_conf_dir
 from submarine_py.backends.yarn.client.skein_driver import config_dir_for, fingerprint
@@ -101,13 +102,41 @@ def _serve(port: int) -> http.server.HTTPServer:
     return server
 
 
+class Clock:
+    """The ResourceManager module's ``time``: its clock moves by the module's own sleeps only."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: List[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_waiting_for_the_resource_manager_is_bounded(monkeypatch):
-    monkeypatch.setenv("SUBM_RM_WAIT", "1")
+    """Nothing answers: it asks again each second, once more when SUBM_RM_WAIT is spent, then
+    gives up. (How long that takes on a real clock: bench/latencies.py.)"""
+    monkeypatch.setenv("SUBM_RM_WAIT", "2.5")
+    clock = Clock()
+    monkeypatch.setattr(resourcemanager, "time", clock)
     rm = ResourceManager(f"http://127.0.0.1:{free_port()}", timeout=1, say=lambda line: None)
-    started = time.monotonic()
+    asked: List[float] = []
+    request = rm.session.request
+
+    def counted(*args, **kw):
+        asked.append(clock.now)
+        assert len(asked) <= 10, f"still asking at {asked}"  # a wait that never ends fails, not hangs
+        return request(*args, **kw)
+
+    monkeypatch.setattr(rm.session, "request", counted)
     with pytest.raises(BackendError, match=r"cannot reach the YARN ResourceManager .*wait longer with SUBM_RM_WAIT"):
         rm.app("application_1_1")
-    assert time.monotonic() - started < 30  # it gave up (the bound is 1 s; this is no timing test)
+    assert [t - 1000.0 for t in asked] == [0.0, 1.0, 2.0, 2.5]
+    assert clock.slept == [1.0, 1.0, 0.5]  # never past SUBM_RM_WAIT
 
 
 def test_subm_rm_wait_must_be_seconds(monkeypatch):

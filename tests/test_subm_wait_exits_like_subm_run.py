@@ -5,11 +5,10 @@ goes on)."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from conftest import cli, subm, wait_for, write_job
+from conftest import cli, processes_of, subm, wait_for, write_job
 
 JOB = """\
     name: wait-{{ name }}
@@ -69,14 +68,15 @@ def test_a_detached_job_that_fails_exits_1_with_the_diagnostics(tmp_path, no_lef
 def test_a_timeout_exits_124_saying_so_and_the_job_goes_on(tmp_path, no_leftovers):
     app_id = detach(tmp_path, name="slow", seconds=300)
     no_leftovers.append(app_id)
-    started = time.monotonic()
     rc, out, err = cli("wait", app_id, "--timeout", "1", "--output", "json")
     assert rc == 124 and out == ""
-    assert time.monotonic() - started < 15
     assert err.startswith(f"Error: {app_id} is still ") and "after 1 s of waiting; it goes on" in err
     assert err.count("\n") == 1
+    # It returned while the job's workers sleep their 300 s: the job, not the wait, goes on.
+    # (How soon after its timeout it returns: bench/latencies.py.)
     rc, out, _ = cli("status", app_id, "--output", "json")
     assert json.loads(out)["state"] in ("ACCEPTED", "RUNNING")
+    assert processes_of(app_id)
     rc, _, _ = cli("kill", app_id)
     assert rc == 0
     rc, out, _ = cli("wait", app_id, "--timeout", "30")

@@ -4,7 +4,6 @@ typed ``JobReport`` the CLI prints, every error one of the package's own."""
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 import requests
@@ -173,13 +172,14 @@ def test_wait_with_a_timeout_leaves_the_job_running_and_kill_stops_it(tmp_path, 
     no_leftovers.append(app_id)
     wait_for(lambda: submarine_py.status(app_id).running == 2, timeout=60, what="both workers running")
 
-    started = time.monotonic()
     with pytest.raises(WaitTimeout) as caught:
         submarine_py.wait(app_id, timeout=0.5)
-    assert time.monotonic() - started < 10
     assert isinstance(caught.value, TimeoutError) and caught.value.report.state == JobState.RUNNING
     assert f"{app_id} is still RUNNING after 0.5 s" in str(caught.value)
-    assert submarine_py.status(app_id).state == JobState.RUNNING  # waiting ended, the job did not
+    # Waiting ended while the workers sleep their 300 s, and the job did not: both still run.
+    # (How soon after its timeout wait() returns: bench/latencies.py.)
+    after = submarine_py.status(app_id)
+    assert after.state == JobState.RUNNING and after.running == 2 and processes_of(app_id)
 
     report = submarine_py.kill(app_id)
     assert report.state == JobState.KILLED and report.final
