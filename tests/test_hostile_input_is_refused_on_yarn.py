@@ -22,9 +22,12 @@ from typing import Dict, List, Optional
 import pytest
 import requests
 
-from conftest import describe_processes, preinstalled_python, processes_of, run_json, start_subm, subm, wait_for, write_job
+from conftest import (YARN_CONF_DIR, describe_processes, preinstalled_python, processes_of, run_json, start_subm, subm,
+                      wait_for, write_job)
 from test_jobs_run_end_to_end_on_yarn import (  # noqa: F401 (apps: a fixture)
     RM, YARN, apps, detach, nm_urls, rm_app, rm_get, running_tasks, status, wait_final)
+
+from submarine_py.backends.yarn.hadoop import addresses  # where the NameNodes are
 
 pytestmark = pytest.mark.yarn
 
@@ -58,13 +61,31 @@ def served_by_nodemanagers(app_id: str, user: str) -> Dict[str, str]:
     return out
 
 
-def local_token(app_id: str) -> Optional[str]:
-    """The job's token as YARN localized it, in the job file (only where the rig's nodes share
-    this machine)."""
-    rig = os.environ.get("RIG_DIR") or str(Path(os.environ["HADOOP_CONF_DIR"]).parent)
-    for path in glob.glob(f"{rig}/**/usercache/*/appcache/{app_id}/filecache/*/job.json", recursive=True):
-        return json.loads(Path(path).read_text())["token"]
-    return None
+def staged_token(app_id: str, user: str) -> str:
+    """The job's secret, from the job file the client gave skein, which staged it on HDFS for
+    the application (``/user/<user>/.skein/<app_id>/<folder>/job.json``, there while the
+    application runs), read through the NameNode's WebHDFS: whatever the rig's nodes share
+    with this machine, isolated ones too. Fails the test where it is not found."""
+    staging = f"/user/{user}/.skein/{app_id}"
+    answers = {}
+    for namenode in addresses.from_conf(YARN_CONF_DIR).namenode_urls:  # HA: the active one answers
+        def webhdfs(path: str, op: str) -> requests.Response:
+            return requests.get(f"{namenode}/webhdfs/v1{path}", params={"op": op, "user.name": user}, timeout=20)
+
+        listing = webhdfs(staging, "LISTSTATUS")
+        if listing.status_code != 200:
+            answers[namenode] = f"{listing.status_code} {listing.text[:300]}"
+            continue
+        found = []
+        for entry in listing.json()["FileStatuses"]["FileStatus"]:
+            if entry["type"] == "DIRECTORY":
+                job_file = webhdfs(f"{staging}/{entry['pathSuffix']}/job.json", "OPEN")
+                if job_file.status_code == 200:
+                    found.append(job_file.json()["token"])
+        assert len(found) == 1, f"{namenode}: not one job.json with a token in {staging}: {listing.text[:1000]}"
+        assert re.fullmatch(r"[0-9a-f]{64}", found[0]), found[0]
+        return found[0]
+    pytest.fail(f"no NameNode lists {staging}: {answers}")
 
 
 # -- the AM's secret -------------------------------------------------------------------------
@@ -83,14 +104,13 @@ def test_nothing_the_nodemanagers_serve_drives_the_am_or_shows_a_task_environmen
     app_id = detach(job, apps)
     report = wait_for(lambda: running_tasks(app_id, 2), timeout=180, what="both tasks running", interval=0.5)
     user = rm_app(app_id)["user"]
-    token = local_token(app_id)
+    token = staged_token(app_id, user)
     served = served_by_nodemanagers(app_id, user)
     assert any("launch_container.sh" in url for url in served)
     everything = "\n".join(served.values())
     everything += "\n" + html.unescape(everything)
     assert secret_value not in everything, [u for u, t in served.items() if secret_value in t]
-    if token:
-        assert token not in everything, [u for u, t in served.items() if token in t]
+    assert token not in everything, [u for u, t in served.items() if token in t]
     # The AM's own open pages (through the RM's proxy) show no task environment either.
     proxy = f"{RM}/proxy/{app_id}/pages/subm"
     for path in ("/v1/status", "/", "/v1/am"):
@@ -103,10 +123,10 @@ def test_nothing_the_nodemanagers_serve_drives_the_am_or_shows_a_task_environmen
     for word in sorted(words):
         resp = requests.post(f"{am}/v1/exit", json=bogus, headers={"Authorization": f"Bearer {word}"}, timeout=10)
         assert resp.status_code == 401, f"the AM accepted {word!r} as its secret"
-    if token:  # and the check itself works: the real secret is accepted (for a harmless call)
-        ok = requests.post(f"{am}/v1/started", json={"executor": "nobody"},
-                           headers={"Authorization": f"Bearer {token}"}, timeout=10)
-        assert ok.status_code == 200
+    # And the check itself works: the real secret is accepted (for a harmless call).
+    ok = requests.post(f"{am}/v1/started", json={"executor": "nobody"},
+                       headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert ok.status_code == 200, ok.text
     after = status(app_id)
     assert [t["state"] for t in after["tasks"]] == ["RUNNING", "RUNNING"] and after["attempts"] == 1
     rc, _, err = subm("kill", app_id, env=YARN)

@@ -7,8 +7,9 @@ the trials are in ``subm status`` (docs/sweeps.md).
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 import requests
@@ -30,7 +31,10 @@ def free_gpus() -> int:
                    "resourceInformation", []) if i.get("name") == "yarn.io/gpu")
 
 
-def sweep(tmp_path: Path, name: str, trials: int, parallel: int, gpus: int = 1, extra: str = "") -> Dict:
+def sweep(tmp_path: Path, name: str, trials: int, parallel: int, gpus: int = 1,
+          extra: str = "") -> Tuple[Dict, Dict[str, Dict]]:
+    """Run the sweep (detached, then ``subm wait``) while reading what the RM grants it:
+    (the report, :func:`granted_to`'s containers)."""
     job = write_job(tmp_path / name, f"""\
         name: {name}
         roles:
@@ -50,22 +54,72 @@ def sweep(tmp_path: Path, name: str, trials: int, parallel: int, gpus: int = 1, 
             x: {{low: -5.0, high: 5.0}}
           {extra}
         """)
-    rc, report, err = run_json("run", str(job), "--backend", "yarn", env=YARN, timeout=600)
+    rc, started, err = run_json("run", str(job), "--backend", "yarn", "--detach", env=YARN)
+    assert rc == 0, err
+    granted = granted_to(started["app_id"])
+    rc, report, err = run_json("wait", started["app_id"], "--timeout", "120", env=YARN, timeout=150)
     assert rc == 0 and report["state"] == "SUCCEEDED", err[-3000:]
-    return report
+    return report, granted
 
 
-def containers(report: Dict) -> List[str]:
-    return sorted({t["container"] for t in report["trials"]})
+def granted_to(app_id: str, timeout: float = 600) -> Dict[str, Dict]:
+    """Every container the RM granted the application for its tasks (its AM's left out), from
+    the RM's own records of each attempt's containers
+    (``/ws/v1/cluster/apps/APP/appattempts/ATTEMPT/containers``), read until the application
+    ends. The RM lists a container only while it lives, so this reads every 0.2 s: a trial's
+    container lives seconds, and one that ran a trial unseen fails :func:`trials_per_container`.
+    (The containers' numbers count no grants: the scheduler numbers its reservations too.)"""
+    seen: Dict[str, Dict] = {}
+    ams = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        state = rm_get(f"/ws/v1/cluster/apps/{app_id}")["app"]["state"]
+        for attempt in listed_as_list(rm_get(f"/ws/v1/cluster/apps/{app_id}/appattempts")["appAttempts"]["appAttempt"]):
+            if attempt.get("containerId"):  # (none yet while the attempt waits for it)
+                ams.add(attempt["containerId"])
+            name = attempt.get("appAttemptId") or f"appattempt_{app_id[12:]}_{int(attempt['id']):06d}"
+            listed = requests.get(f"{RM}/ws/v1/cluster/apps/{app_id}/appattempts/{name}/containers",
+                                  headers={"Accept": "application/json"}, timeout=10)
+            if listed.status_code == 200:  # (an attempt that ended lists none, or is not found)
+                for c in listed_as_list(listed.json().get("container")):
+                    seen.setdefault(c["containerId"], c)
+        if state in ("FINISHED", "FAILED", "KILLED"):
+            break
+        assert time.monotonic() < deadline, f"{app_id} still {state} after {timeout} s"
+        time.sleep(0.2)
+    return {cid: c for cid, c in seen.items() if cid not in ams}
+
+
+def listed_as_list(listed) -> List[Dict]:
+    """A REST list as a list: the RM's JSON gives a list of one as that one object."""
+    return [listed] if isinstance(listed, dict) else list(listed or [])
+
+
+def rm_get(path: str) -> Dict:
+    resp = requests.get(RM + path, headers={"Accept": "application/json"}, timeout=10)
+    resp.raise_for_status()
+    return resp.json()
+
+
+def trials_per_container(report: Dict, granted: Dict[str, Dict]) -> Dict[str, int]:
+    """How many trials ran in each container the RM granted the sweep (0: it came when none was
+    left, and went back). Every trial ran in one of them, on that container's node."""
+    counts = dict.fromkeys(granted, 0)
+    for t in report["trials"]:
+        assert t["container"] in granted, (t, sorted(granted))
+        assert t["host"] == granted[t["container"]]["assignedNodeId"].rsplit(":", 1)[0], (t, granted[t["container"]])
+        counts[t["container"]] += 1
+    return counts
 
 
 def test_one_application_runs_every_trial_on_containers_it_reuses(tmp_path):
-    report = sweep(tmp_path, "sweep-reuse", trials=8, parallel=3)
+    report, granted = sweep(tmp_path, "sweep-reuse", trials=8, parallel=3)
     assert len(report["trials"]) == 8 and all(t["state"] == "SUCCEEDED" for t in report["trials"])
-    used = containers(report)
-    assert 1 <= len(used) <= 3 and all(c.startswith("container_") for c in used)  # YARN's container ids
+    # The RM granted it at most `parallel` containers (the cluster has room for more), not one
+    # a trial: the 8 trials ran in those, one after another.
+    counts = trials_per_container(report, granted)
+    assert 1 <= len(granted) <= 3 and sum(counts.values()) == 8, counts
     assert report["best"]["value"] == min(t["value"] for t in report["trials"])
-    assert len({t["host"] for t in report["trials"]}) >= 1
     code, out, _ = subm("status", report["app_id"], env=YARN)
     assert "Best so far: trial" in out
     code, out, _ = subm("logs", report["app_id"], env=YARN, timeout=120)
@@ -76,8 +130,13 @@ def test_with_fewer_gpus_free_than_parallel_the_sweep_runs_on_what_it_gets(tmp_p
     have = free_gpus()
     if have < 2:
         pytest.skip(f"needs at least 2 free GPUs, the cluster has {have}")
-    report = sweep(tmp_path, "sweep-fewer", trials=2 * have + 2, parallel=have + 2)
-    assert len(containers(report)) <= have  # it ran on what it got, and finished
+    trials, parallel = 2 * have + 2, have + 2
+    report, granted = sweep(tmp_path, "sweep-fewer", trials=trials, parallel=parallel)
+    assert len(report["trials"]) == trials and all(t["state"] == "SUCCEEDED" for t in report["trials"])
+    # The RM granted it no more containers than there were GPUs (fewer than `parallel`), and
+    # every trial ran in those: it ran on what it got, and finished.
+    counts = trials_per_container(report, granted)
+    assert 1 <= len(granted) <= have < parallel and sum(counts.values()) == trials, (have, counts)
 
 
 def am_pids(app_id: str) -> List[int]:

@@ -1,12 +1,14 @@
-"""Docker on YARN: the launch context carries YARN's Docker runtime variables.
+"""Docker on YARN: the container request of a task in an image carries YARN's Docker runtime
+variables (image, network, mounts), in the spec skein gets and as the NodeManager's
+launch_container.sh shows them.
 
-The rig's NodeManager runs the DefaultContainerExecutor (no Docker), which
-ignores those variables, so there the task runs natively; the test checks the
-variables in the real launch script and that the task still ran.
+What YARN's Docker runtime then does with them needs Hadoop's container-executor, which the
+project's rig lacks (the docker_yarn tests need it): a NodeManager with the
+DefaultContainerExecutor ignores the variables, and nothing here claims the task ran in an image.
 """
 from __future__ import annotations
 
-import os
+import re
 
 import pytest
 import requests
@@ -71,34 +73,33 @@ def _rig() -> str:
 
 
 @pytest.mark.yarn
-def test_yarn_launch_context_carries_the_docker_runtime_variables(tmp_path):
+def test_a_task_in_an_image_asks_yarn_for_the_docker_runtime_with_its_image_network_and_mounts(tmp_path):
+    """The container YARN launches for a task in an image is asked for with the Docker runtime,
+    the job's image, the network (host by default) and every mount, exactly as the job file says
+    and nothing more of the runtime's: the NodeManager's launch_container.sh exports these and
+    no other YARN_CONTAINER_RUNTIME_* variable."""
     why = _rig()
     if why:
         pytest.skip(why)
     job = write_job(tmp_path / "job", """
         name: docker-on-yarn
-        docker: {image: localhost/subm-test:bookworm, mounts: ["/tmp:/tmp:ro"]}
+        docker: {image: localhost/subm-test:bookworm, mounts: ["/tmp:/tmp:ro", "/opt/data:/data:rw"]}
         roles:
           worker:
             resources: {memory: 256 MiB}
-            command: python3 -c "import os; s = os.stat('/'); print('root-fs', s.st_dev, s.st_ino)"
+            command: echo launched
     """)
     rc, report, err = run_json("run", str(job), "--backend", "yarn", env={"HADOOP_CONF_DIR": YARN_CONF_DIR})
-    assert rc == 0, err
+    assert rc == 0, err  # (launched: its launch_container.sh is in its log folder)
     task = report["tasks"][0]
     node = task["log"].split("/node/")[0]
     cid = task["log"].rstrip("/").split("/")[-2]
-    base = f"{node}/ws/v1/node/containers/{cid}/logs"
-    launch = requests.get(f"{base}/launch_container.sh", timeout=10).text
-    assert 'export YARN_CONTAINER_RUNTIME_TYPE="docker"' in launch
-    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_IMAGE="localhost/subm-test:bookworm"' in launch
-    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS="/tmp:/tmp:ro"' in launch
-    assert 'export YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK="host"' in launch
-    # The rig's NodeManager has no Docker runtime: the task ran natively, on this machine's own
-    # root filesystem (a container would see its image's). Only the line the task printed counts:
-    # subm's header line echoes the command, and /.dockerenv says nothing where this machine is
-    # itself a container.
-    stdout = requests.get(f"{base}/stdout", timeout=10).text
-    root = os.stat("/")
-    printed = [line for line in stdout.splitlines() if line.startswith("root-fs ")]
-    assert printed == [f"root-fs {root.st_dev} {root.st_ino}"], stdout
+    launch = requests.get(f"{node}/ws/v1/node/containers/{cid}/logs/launch_container.sh", timeout=10)
+    assert launch.status_code == 200, launch.text
+    runtime = re.findall(r'^export (YARN_CONTAINER_RUNTIME_\w+)="(.*)"$', launch.text, re.M)
+    assert sorted(runtime) == sorted({
+        "YARN_CONTAINER_RUNTIME_TYPE": "docker",
+        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": "localhost/subm-test:bookworm",
+        "YARN_CONTAINER_RUNTIME_DOCKER_CONTAINER_NETWORK": "host",
+        "YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS": "/tmp:/tmp:ro,/opt/data:/data:rw",
+    }.items()), f"the runtime variables {cid} was launched with: {runtime}"
