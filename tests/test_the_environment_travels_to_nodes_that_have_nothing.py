@@ -60,11 +60,14 @@ def submit(venv: Path, job: Path, env: Dict[str, str]) -> Tuple[dict, str]:
 
 def logs_of(venv: Path, app_id: str, env: Dict[str, str]) -> str:
     """``subm logs APP``: the AM's decisions, then each task's output."""
-    return subprocess.run([str(venv / "bin" / "subm"), "logs", app_id], env=env, capture_output=True, text=True,
-                          timeout=120).stdout
+    done = subprocess.run([str(venv / "bin" / "subm"), "logs", app_id], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, f"subm logs {app_id}: exit {done.returncode}\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 def task_lines(venv: Path, app_id: str, env: Dict[str, str]) -> list:
+    """The lines the job's tasks printed (``TASK <prefix> <version> <VALUE>``), from ``subm logs``."""
     return [line for line in logs_of(venv, app_id, env).splitlines() if line.startswith("TASK ")]
 
 
@@ -119,7 +122,8 @@ def test_a_venv_only_this_machine_has_runs_on_bare_nodes_once_uploaded_then_reus
     assert "subm: environment: reusing" in said, said
     shipped = re.search(r"subm: code: packed .*travelpkg.* \(([\d.]+) MB\)", said)
     assert shipped and float(shipped.group(1)) < 1.0, said
-    assert all(line.endswith(" 2") for line in task_lines(venv, third["app_id"], env))
+    lines = task_lines(venv, third["app_id"], env)  # both workers ran the changed code
+    assert len(lines) == 2 and all(line.endswith(" 2") for line in lines), lines
 
     # Another cluster (here: this one, its copies removed) gets the archives kept on this
     # machine, uploaded as they are: the gigabytes are not packed again.
