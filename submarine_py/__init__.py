@@ -7,6 +7,7 @@ each answer a :class:`JobReport`, each error a :class:`SubmarineError`.
 The API's names are imported on first use, so that importing a part of the package (the
 job file's, the AM's) imports no backend: data flows one way (docs/architecture.md).
 """
+import os
 from typing import TYPE_CHECKING, Any, List
 
 from .errors import BackendError, JobNotFoundError, SpecError, SubmarineError, WaitTimeout
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from .states import JobState, TaskState
 
 __version__ = "0.1.0"
+#: The folder holding this package: what an AM started from this tree puts on its PYTHONPATH
+#: (both backends), so that it imports the code that submitted the job, installed or not.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 __all__ = [
     "BackendError", "Job", "JobNotFoundError", "JobReport", "JobState", "Prepared", "SpecError", "SubmarineError",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -226,3 +227,12 @@ def test_an_interpreter_path_holding_shell_syntax_reaches_every_launch_script_as
         assert run.returncode != 0, f"{who}: {run.stdout}"
         if who == "the AM" and where != "with an archive":
             assert f"[subm] node nm1: no {path} there" in run.stderr, run.stderr
+
+
+def test_an_am_without_a_travelling_environment_imports_the_tree_that_submitted(tmp_path):
+    """Where the environment does not travel, the AM's PYTHONPATH names the folder that holds
+    this very package (a source tree that is not installed works too)."""
+    import submarine_py
+
+    [folder] = build(tmp_path).master.env["PYTHONPATH"].split(":")
+    assert os.path.samefile(os.path.join(folder, "submarine_py", "__init__.py"), submarine_py.__file__)

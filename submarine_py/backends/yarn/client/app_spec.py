@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .... import PACKAGE_PARENT
 from .... import interpreters
 from ....jobfile.model import AclSpec, JobSpec
 from ....plan import Plan, TaskPlan
@@ -165,7 +166,6 @@ def archive_env(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
 
 
 #: The folder holding the ``submarine_py`` package the AM imports (PYTHONPATH of the master).
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def build_application_spec(plan: Plan, opts: YarnOptions):
