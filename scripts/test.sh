@@ -32,6 +32,35 @@ say() { echo "test.sh: $*" >&2; }
 # CI=true, as tests/conftest.py reads it.
 in_ci() { local v=${CI:-}; v=${v,,}; [ "$v" = true ] || [ "$v" = 1 ] || [ "$v" = yes ]; }
 
+# What this machine lacks for the project's rig, or nothing (Java runs it; Maven fetches Hadoop once).
+rig_lacks() {
+  local cache=${SUBM_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig}
+  if ! command -v java >/dev/null 2>&1; then echo "Java"
+  elif ! command -v mvn >/dev/null 2>&1 && ! [ -d "$cache" ]; then echo "Maven (to fetch Hadoop once), and no Hadoop in $cache"
+  fi
+}
+rig_possible() { [ -z "$(rig_lacks)" ]; }
+# CI runs every pass: one that cannot run here fails the run at once, in one line, before any set-up.
+if in_ci && [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
+  if ! rig_possible; then say "CI cannot start the project's Hadoop rig for the YARN tests: no $(rig_lacks) here"; exit 1; fi
+  if [ "$(id -u)" != 0 ]; then say "CI cannot run the secure tests (pass 5): they need root (a KDC, users alice and bob)"; exit 1; fi
+fi
+
+# A Docker daemon and the test image (before the venv: in CI their absence ends the run at once).
+if [ -z "${SUBM_TEST_SET_UP:-}" ]; then
+  no_docker=""
+  if said=$(bash scripts/docker-up.sh 2>&1 >/dev/null); then
+    [ -z "$said" ] || echo "$said" >&2
+    bash scripts/test-image.sh >/dev/null || no_docker="the test image localhost/subm-test:bookworm was not built (scripts/test-image.sh)"
+  else
+    no_docker="no usable Docker daemon (scripts/docker-up.sh: ${said#docker-up: })"
+  fi
+  if [ -n "$no_docker" ]; then
+    if in_ci && [ $# -eq 0 ]; then say "CI cannot run the docker tests: $no_docker"; exit 1; fi
+    say "$no_docker: docker tests will skip"
+  fi
+fi
+
 # Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
 . scripts/venv.sh
 subm_venv 'test,yarn,torch,sweep' || { say "cannot set up the virtualenv"; exit 1; }
@@ -47,27 +76,9 @@ if [ -z "${SUBM_TEST_SET_UP:-}" ]; then
     say "installing krb5-user (kinit, klist) with apt-get"
     subm_apt_install krb5-user 2>/dev/null || say "krb5-user not installed: the Kerberos checks that need kinit will skip (in CI: fail)"
   fi
-  no_docker=""
-  if bash scripts/docker-up.sh; then
-    bash scripts/test-image.sh >/dev/null || no_docker="the test image localhost/subm-test:bookworm was not built (scripts/test-image.sh)"
-  else
-    no_docker="no usable Docker daemon (scripts/docker-up.sh could not start one)"
-  fi
-  if [ -n "$no_docker" ]; then
-    if in_ci && [ $# -eq 0 ]; then say "CI cannot run the docker tests: $no_docker"; exit 1; fi
-    say "$no_docker: docker tests will skip"
-  fi
   export SUBM_TEST_SET_UP=1
 fi
 
-# What this machine lacks for the project's rig, or nothing (Java runs it; Maven fetches Hadoop once).
-rig_lacks() {
-  local cache=${SUBM_RIG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/subm-rig}
-  if ! command -v java >/dev/null 2>&1; then echo "Java"
-  elif ! command -v mvn >/dev/null 2>&1 && ! [ -d "$cache" ]; then echo "Maven (to fetch Hadoop once), and no Hadoop in $cache"
-  fi
-}
-rig_possible() { [ -z "$(rig_lacks)" ]; }
 # Do these pytest arguments select YARN tests? (A -m expression naming none of their markers does not.)
 wants_yarn() {
   local prev="" a
@@ -119,10 +130,6 @@ join_lanes() {  # wait for every lane, print its output, keep the first failing 
 NO_CLUSTER="(unit or local or docker) and not (yarn or sharing or preemption or secure or ha)"
 
 if [ $# -eq 0 ] && [ -z "${HADOOP_CONF_DIR:-}" ]; then
-  if in_ci; then  # CI runs every pass: one that cannot run here fails the run now, in one line
-    if ! rig_possible; then say "CI cannot start the project's Hadoop rig for the YARN tests: no $(rig_lacks) here"; exit 1; fi
-    if [ "$(id -u)" != 0 ]; then say "CI cannot run the secure tests (pass 5): they need root (a KDC, users alice and bob)"; exit 1; fi
-  fi
   if ! rig_possible; then
     say "no $(rig_lacks) here for the project's Hadoop rig: running the tests that need no cluster (the YARN ones deselected)"
     set -- -m "not yarn and not sharing and not preemption and not secure and not ha"
