@@ -28,8 +28,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, TextIO, Tu
 
 import requests
 
-from ... import PACKAGE_PARENT
-from ... import extras
+from ... import PACKAGE_PARENT, extras
 from ...errors import BackendError, ClusterLimitError, JobNotFoundError, SpecError
 from ...executor import protocol
 from ...executor.proctree import dying_with_this_process
@@ -47,7 +46,6 @@ from ..logs import LogFile, LogOutput, missing_attempt, read_tail
 AM_START_SECONDS = 30
 #: The local ApplicationMaster's entry point (``am_main.py`` beside this module).
 AM_MODULE = f"{__package__}.am_main"
-#: The folder holding the ``submarine_py`` package the AM must import.
 #: The job's shared folder (SUBM_SHARED_DIR), inside its job folder.
 SHARED_DIR = "shared"
 #: How much of a log `subm logs` holds at once.

@@ -17,8 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .... import PACKAGE_PARENT
-from .... import interpreters
+from .... import PACKAGE_PARENT, interpreters
 from ....jobfile.model import AclSpec, JobSpec
 from ....plan import Plan, TaskPlan
 from ....executor import main as executor_module, protocol
@@ -163,9 +162,6 @@ def archive_env(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     if env.cache_dir:
         out[protocol.ENV_CACHE] = env.cache_dir
     return out
-
-
-#: The folder holding the ``submarine_py`` package the AM imports (PYTHONPATH of the master).
 
 
 def build_application_spec(plan: Plan, opts: YarnOptions):
