@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
