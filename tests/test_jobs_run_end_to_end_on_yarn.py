@@ -192,10 +192,15 @@ def test_the_pytorch_ddp_example_succeeds_on_yarn(apps):
 
 def test_the_resource_manager_accounts_the_gpus_of_running_tasks(shared_tmp_path, apps):
     marker = shared_tmp_path / "go"
+    # Both workers wait for the marker (or 10 minutes): on a fresh rig the node a worker lands on
+    # may first unpack the travelling environment, for minutes on a loaded machine, while the
+    # other worker already runs; a worker ending on its own before then would never be seen
+    # beside the other.
     app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="gpus", gpus=1, instances=2,
-                    marker=marker, max_seconds=120)
+                    marker=marker, max_seconds=600)
     try:
-        wait_for(lambda: running_tasks(app_id, 2), timeout=120, what="both workers running", interval=0.5)
+        wait_for(lambda: running_tasks(app_id, 2), timeout=420, what="both workers running", interval=2,
+                 explain=lambda: json.dumps(status(app_id).get("tasks"), indent=1))
         used_on_nodes = sum(resources(n.get("usedResource")).get(GPU, 0) for n in rm_nodes())
         app = rm_app(app_id)
         used_by_app = resources((app["resourceInfo"]["resourceUsagesByPartition"][0])["used"]).get(GPU, 0)
@@ -369,12 +374,12 @@ def test_stopping_subm_run_kills_the_application(apps):
 
 def test_a_detached_job_has_status_and_logs(shared_tmp_path, apps):
     marker = shared_tmp_path / "go"
-    app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="detach", marker=marker, max_seconds=120)
+    app_id = detach(JOBS / "wait-for-marker.yaml", apps, name="detach", marker=marker, max_seconds=600)
     try:
         # --detach returned with the job still running: it waits for the marker.
         assert rm_app(app_id)["state"] not in FINAL_YARN_STATES
-        running = wait_for(lambda: running_tasks(app_id, 2), timeout=120, what="both workers running",
-                           interval=0.5)
+        running = wait_for(lambda: running_tasks(app_id, 2), timeout=420, what="both workers running",
+                           interval=2, explain=lambda: json.dumps(status(app_id).get("tasks"), indent=1))
         assert running["state"] == "RUNNING"
         # YARN's tracking URL (skein's UI) links the AM's status page, which shows the tasks.
         tracking = rm_proxy_url(rm_app(app_id)["trackingUrl"])
