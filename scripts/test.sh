@@ -7,7 +7,8 @@
 #   HADOOP_CONF_DIR=... bash scripts/test.sh -m yarn   # on a cluster of your own
 #
 # Set-up (idempotent, quick once done; as root on Debian it installs the system packages too):
-#   1. .venv (scripts/venv.sh), with submarine-py[test,yarn,torch,sweep]
+#   1. .venv (scripts/venv.sh), with submarine-py[test,yarn,kerberos,torch,sweep] (kerberos: the
+#      secure tests, and the Kerberized rig's users, who run subm from it; as root it installs libkrb5-dev and gcc where missing)
 #   2. the tensorflow extra (tensorflow-cpu, tensorboard), when either is missing
 #   3. MIT Kerberos's clients (krb5-user: kinit, klist), where kinit is missing (root)
 #   4. a Docker daemon and the test image localhost/subm-test:bookworm; without them docker tests
@@ -63,7 +64,7 @@ fi
 
 # Into the project's virtualenv (.venv; Debian's own python3 refuses `pip install`).
 . scripts/venv.sh
-subm_venv 'test,yarn,torch,sweep' || { say "cannot set up the virtualenv"; exit 1; }
+subm_venv 'test,yarn,kerberos,torch,sweep' || { say "cannot set up the virtualenv"; exit 1; }
 
 if [ -z "${SUBM_TEST_SET_UP:-}" ]; then
   if ! python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("tensorflow", "tensorboard"))))' \

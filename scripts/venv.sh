@@ -42,15 +42,19 @@ _venv_install_python3_venv() {
     _venv_can_create
 }
 
-_venv_kerberos_headers() {  # the yarn extra's requests-gssapi builds python-gssapi against MIT Kerberos (no Linux wheel)
-    command -v krb5-config >/dev/null 2>&1 && return 0
+_venv_kerberos_headers() {  # the kerberos extra's requests-gssapi builds python-gssapi against MIT Kerberos (no Linux wheel)
+    local need=""
+    command -v krb5-config >/dev/null 2>&1 || need="libkrb5-dev"
+    command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need="${need:+$need }gcc"
+    [ -n "$need" ] || return 0
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        _venv_say "the yarn extra builds python-gssapi against MIT Kerberos: install it, then run this again:"
-        _venv_say "    sudo apt-get install libkrb5-dev"
+        _venv_say "the kerberos extra builds python-gssapi against MIT Kerberos with a C compiler: install them, then run this again:"
+        _venv_say "    sudo apt-get install $need    (RHEL: sudo dnf install krb5-devel gcc)"
         return 1
     fi
-    _venv_say "installing libkrb5-dev with apt-get (the yarn extra's python-gssapi builds against it)"
-    subm_apt_install libkrb5-dev || { _venv_say "apt-get install libkrb5-dev failed"; return 1; }
+    _venv_say "installing $need with apt-get (the kerberos extra's python-gssapi builds with it)"
+    # shellcheck disable=SC2086
+    subm_apt_install $need || { _venv_say "apt-get install $need failed"; return 1; }
 }
 
 subm_venv() {  # extras (comma-separated, may be empty)
@@ -82,7 +86,7 @@ subm_venv() {  # extras (comma-separated, may be empty)
         printf '%s\n' "$have" | grep -qxF "$e" || missing="$missing $e"
     done
     if [ -n "$missing" ]; then
-        case ",$extras," in *,yarn,*) _venv_kerberos_headers || return 1 ;; esac
+        case ",$extras," in *,kerberos,*) _venv_kerberos_headers || return 1 ;; esac
         _venv_say "installing submarine-py${extras:+[$extras]} into $venv"
         "$venv/bin/python" -m pip install -q -e "$spec" || { _venv_say "pip install failed"; return 1; }
         { echo "$want"; printf '%s\n' "$have" | grep -v '^$' || true; for e in $missing; do echo "$e"; done; } >"$stamp.tmp"

@@ -18,7 +18,7 @@
 # RIG_HA=1, RIG_TLS=1: the production shape (two masters on 127.0.0.80 and .81, rm2.rig.test; the
 # nodes on 127.0.0.82-83; HTTPS only), as scripts/rig.sh makes it.
 # RIG_ISOLATED=1: its nodes are isolated as scripts/rig.sh makes them (keeping /tmp/krb's keytabs);
-# alice and bob then run subm from a venv of submarine-py[yarn] of their own (SUBM_SECURE_PYTHON),
+# alice and bob then run subm from a venv of submarine-py[yarn,kerberos] of their own (SUBM_SECURE_PYTHON),
 # whose jobs take it along (untried with the LinuxContainerExecutor).
 # The command gets the rig's env.sh (HADOOP_CONF_DIR, JAVA_HOME, SKEIN_DRIVER_JAVA_OPTIONS),
 # its own skein config and drivers (SKEIN_CONFIG, SUBM_SKEIN_HOME), SUBM_SECURE_KEYTABS and
@@ -73,12 +73,12 @@ echo "with-secure-rig.sh: up after $(( $(date +%s) - begun )) s$lce" >&2
 # An interpreter alice and bob may run (this one may live under /root): Debian's python3 with
 # the packages of the one that runs the command (the same minor version), and this project.
 # On isolated nodes their jobs take their environment along: then a venv of
-# submarine-py[yarn] of their own (Debian's python3, which the nodes have too), a user's few
+# submarine-py[yarn,kerberos] of their own (Debian's python3, which the nodes have too), a user's few
 # hundred MB, not this project's venv through a .pth file.
 chmod 755 "$dir"
 if [ "${RIG_ISOLATED:-}" = 1 ]; then
   /usr/bin/python3 -m venv "$dir/python"
-  "$dir/python/bin/python" -m pip install -q --disable-pip-version-check "$repo[yarn]" >>"$dir/up.log" 2>&1 \
+  "$dir/python/bin/python" -m pip install -q --disable-pip-version-check "$repo[yarn,kerberos]" >>"$dir/up.log" 2>&1 \
     || { rc=1; tail -20 "$dir/up.log" >&2; echo "with-secure-rig.sh: cannot make the users' venv" >&2; exit 1; }
 else
   # (Default: the project's .venv, where scripts/venv.sh made it: CI runs this before test.sh.)

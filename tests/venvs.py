@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 ISOLATED_NODES = os.environ.get("RIG_ISOLATED") == "1"
 #: The interpreter isolated nodes have, as every node of a cluster has its OS's.
 NODES_PYTHON = "/usr/bin/python3"
+#: The tests' cluster (read at import: each test's fixture hides HADOOP_CONF_DIR), or None.
+CLUSTER_CONF_DIR = os.environ.get("HADOOP_CONF_DIR")
 
 
 def venv_with_subm(venv_dir: Path, extras: str, *editable: Path, base: Optional[str] = None) -> Path:
@@ -165,16 +167,26 @@ def preinstalled_python() -> str:
     return str(venv_with_subm(in_shared_folder("preinstalled"), "yarn", base=NODES_PYTHON))
 
 
+def _kerberized(conf_dir: Optional[str]) -> bool:
+    """Whether the cluster of ``conf_dir`` (None: no cluster) authenticates with Kerberos."""
+    from submarine_py.backends.yarn.hadoop.kerberos import is_secure
+
+    return bool(conf_dir) and os.path.isdir(conf_dir) and is_secure(conf_dir)
+
+
 @functools.lru_cache(maxsize=None)
 def slim_python() -> str:
-    """A venv of submarine-py[yarn,sweep] alone: what travels with its jobs is a user's
+    """A venv of submarine-py[yarn,sweep] alone (and the kerberos extra where the tests' cluster
+    is Kerberized: subm refuses one without it): what travels with its jobs is a user's
     environment of a few hundred MB, not this one's gigabytes.
 
     Made once for this checkout and its dependencies, not once per session: its place and
     what it holds stay the same from one CI pass to the next, so its packed archive does too
     (SUBM_PACK_CACHE keeps it) and each pass only uploads it to its own rig. submarine-py is
     installed editable: a change of its code travels beside the archive, as a user's would."""
-    key = hashlib.sha256(f"{REPO}\0{sys.version}\0".encode() + (REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    extras = "yarn,kerberos,sweep" if _kerberized(CLUSTER_CONF_DIR) else "yarn,sweep"
+    key = hashlib.sha256(f"{REPO}\0{sys.version}\0{extras}\0".encode()
+                         + (REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
     home = Path(tempfile.gettempdir()) / "subm-test-venvs" / f"slim-{key}"
     home.mkdir(parents=True, exist_ok=True)
     python, done = home / "venv" / "bin" / "python", home / "made"
@@ -182,6 +194,6 @@ def slim_python() -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
             shutil.rmtree(home / "venv", ignore_errors=True)  # a session killed while making it
-            venv_with_subm(home / "venv", "yarn,sweep")
+            venv_with_subm(home / "venv", extras)
             done.touch()
     return str(python)
