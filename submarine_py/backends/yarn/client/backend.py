@@ -63,11 +63,17 @@ class YarnBackend(Backend):
         self.login: Optional[kerberos.Login] = None
 
     def log_in(self, spec_kerberos=None) -> Optional[kerberos.Login]:
-        """On a secure cluster, check the login (``SUBM_PRINCIPAL/SUBM_KEYTAB``, else the job
-        file's ``kerberos``, else the ticket cache) before anything reaches it: exit 2 naming what
-        is wrong and what to run. A plain cluster: None."""
+        """On a secure cluster, check that requests-gssapi is installed (the ``kerberos`` extra)
+        and the login (``SUBM_PRINCIPAL/SUBM_KEYTAB``, else the job file's ``kerberos``, else the
+        ticket cache) before anything reaches it: exit 2 naming what is wrong and what to run or
+        install. A plain cluster: None."""
         conf_dir = hadoop_conf_dir()
         if self.login is None and kerberos.is_secure(conf_dir):
+            if not extras.importable("requests_gssapi"):
+                # The client's REST calls, and the travelling environment's, answer SPNEGO with it.
+                raise SpecError([("kerberos", f"the cluster is Kerberized and requests-gssapi is not installed "
+                                              f"for {sys.executable} (subm's environment, which a job takes "
+                                              f"along to the nodes): {kerberos.INSTALL_GSSAPI}")])
             self.login = kerberos.log_in(conf_dir, kerberos.requested(spec_kerberos))
         return self.login
 
@@ -100,11 +106,6 @@ class YarnBackend(Backend):
         """Refuse what this cluster can never run, with the numbers, before submitting; on a
         secure cluster, a login that cannot submit first."""
         require_skein()
-        if kerberos.is_secure(hadoop_conf_dir()) and not extras.importable("requests_gssapi"):
-            # The client's REST calls, and the travelling environment's, answer SPNEGO with it.
-            raise SpecError([("kerberos", f"the cluster is Kerberized and requests-gssapi is not installed for "
-                                          f"{sys.executable}: pip install 'submarine-py[yarn]' into the "
-                                          "environment that submits (it travels to the nodes)")])
         self.log_in(plan.job.kerberos)
         limits = self.rm.limits()
         problems = []

@@ -28,6 +28,11 @@ from ....errors import CredentialsError, SpecError
 from ....home import subm_home
 from .conf import hadoop_conf
 
+#: What to install where requests-gssapi (and python-gssapi under it) is missing, said the same way
+#: by every message that needs it: the extra, and what its gssapi builds with where no wheel fits.
+INSTALL_GSSAPI = ("pip install 'submarine-py[kerberos]' (its gssapi builds where no wheel fits: "
+                  "Debian/Ubuntu libkrb5-dev and a C compiler, RHEL krb5-devel)")
+
 #: A ticket with less than this left is renewed (``kinit -R``) or taken again from the keytab.
 REFRESH_BEFORE_SECONDS = 120.0
 
@@ -215,8 +220,8 @@ def _gssapi_principal() -> str:
         import gssapi
     except ImportError:
         raise CredentialsError("this cluster is secure (Kerberos) and neither klist nor python-gssapi is "
-                               "installed: pip install requests-gssapi, and install your distribution's "
-                               "Kerberos client (Debian: krb5-user)") from None
+                               "installed: install your distribution's Kerberos client (Debian: krb5-user) "
+                               f"and {INSTALL_GSSAPI}") from None
     try:
         creds = gssapi.Credentials(usage="initiate")
         return str(creds.name)

@@ -53,8 +53,10 @@ class _NoGssapi(requests.auth.AuthBase):
     @staticmethod
     def _check(resp: requests.Response, **_: Any) -> requests.Response:
         if _asks_negotiate(resp):
+            from .kerberos import INSTALL_GSSAPI
+
             raise CredentialsError(f"{requests.utils.urlparse(resp.url).hostname} asks for Kerberos (SPNEGO) and "
-                                   "requests-gssapi is not installed: pip install 'submarine-py[yarn]'")
+                                   f"requests-gssapi is not installed: {INSTALL_GSSAPI}")
         return resp
 
 
