@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import click
 
@@ -139,6 +139,10 @@ def validate(job_file: str, sets: Tuple[str, ...], backend: Optional[str], outpu
 def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: str, detach: bool,
         dry_run: bool, quiet: bool) -> None:
     """Run a job and wait for it (exit 0 succeeded, 1 failed or killed, 2 bad input)."""
+    from . import progress
+
+    # Packing and uploading show their bytes on a terminal, a line every few seconds elsewhere.
+    progress.configure(progress.Display.OFF if quiet or output == "json" else None)
     prepared = client.prepare(_load(job_file, sets, backend))
     if dry_run:
         click.echo(to_json(prepared.request.to_dict()) if output == "json" else prepared.describe())
@@ -148,15 +152,15 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
     with _TermAsInterrupt():
         # Progress lines count from submission, as the AM's times ("gang ready ... after submission")
         # do; each at the time of what it shows (the AM's), this count only until the AM answers.
-        start, wall_start = time.monotonic(), time.time()
         app_id = client.submit(prepared, detach=detach)
+        start, wall_start = time.monotonic(), time.time()  # after packing and uploading: from submission
         if detach:
             click.echo(to_json({"app_id": app_id, "backend": prepared.job.backend}) if output == "json" else app_id)
             return
         click.echo(f"Submitted {prepared.job.name} as {app_id}", err=True)
         seen = {"events": 0, "line": ""}
 
-        def progress(report: JobReport) -> None:
+        def follow(report: JobReport) -> None:
             if quiet:
                 return
             events = report.events
@@ -171,13 +175,13 @@ def run(job_file: str, sets: Tuple[str, ...], backend: Optional[str], output: st
                 seen["line"] = what
 
         try:
-            report = client.wait(app_id, on_update=progress)
+            report = client.wait(app_id, on_update=follow)
         except KeyboardInterrupt:
             from .backends.base import KILLED_BY_INTERRUPT
 
             click.echo(f"Interrupted: killing {app_id}", err=True)
             report = client.kill(app_id, why=KILLED_BY_INTERRUPT)
-    _print_report(report, output)
+    _print_report(report, output, shipped=progress.measured())
     _remember(report)
     sys.exit(0 if report.state == JobState.SUCCEEDED else 1)
 
@@ -192,8 +196,15 @@ def _remember(report: JobReport) -> None:
         click.echo(f"Warning: {exc}", err=True)
 
 
-def _print_report(report: JobReport, output: str) -> None:
-    click.echo(to_json(public_report(report)) if output == "json" else format_report(report))
+def _print_report(report: JobReport, output: str, shipped: Sequence[Any] = ()) -> None:
+    """The report; in JSON, with what submission packed and uploaded (``timings.shipping``)."""
+    if output != "json":
+        click.echo(format_report(report))
+        return
+    data = public_report(report)
+    if shipped:
+        data.setdefault("timings", {})["shipping"] = [m.to_dict() for m in shipped]
+    click.echo(to_json(data))
 
 
 class _TermAsInterrupt:
