@@ -31,15 +31,18 @@ def test_archives_unused_for_two_weeks_and_uploads_left_for_a_day_go_the_rest_st
         entry("env-venv-recent.tar.gz", 3),
         entry("code-old.tar.gz", 30),
         entry("python3.11-old.tar.gz", 20),
+        entry("site-torch-old.tar", 16),                   # a layer nothing uses
+        entry("site-torch-now.tar", 30),                   # a layer the job uses
         entry("env-venv-now.tar.gz", 40),                  # the job's own: kept whatever its age
         entry("env-venv-x.tar.gz.part-1a2b3c4d", 2),
         entry("env-venv-y.tar.gz.part-5e6f7a8b", 0.1),    # an upload under way
         entry("notes.txt", 100),                          # not ours
         entry("sub", 100, kind="DIRECTORY"),
     ]
-    gone = stale(entries, keep=[f"{FOLDER}/env-venv-now.tar.gz"], now_ms=NOW)
+    gone = stale(entries, keep=[f"{FOLDER}/env-venv-now.tar.gz", f"{FOLDER}/site-torch-now.tar"], now_ms=NOW)
     assert sorted(s.path.rsplit("/", 1)[-1] for s in gone) == [
-        "code-old.tar.gz", "env-venv-old.tar.gz", "env-venv-x.tar.gz.part-1a2b3c4d", "python3.11-old.tar.gz"]
+        "code-old.tar.gz", "env-venv-old.tar.gz", "env-venv-x.tar.gz.part-1a2b3c4d", "python3.11-old.tar.gz",
+        "site-torch-old.tar"]
     assert {s.why for s in gone} == {"unused for 14 days", "an upload left unfinished"}
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
 from .....errors import SpecError
+from .layers import Dist, owned_entries
 
 #: Base installations the nodes' own operating system is taken to have (not shipped).
 SYSTEM_PREFIXES = ("/usr",)
@@ -62,6 +63,11 @@ class Installed:
     fingerprint: str
     #: Of the base installation ("" when it does not travel).
     base_fingerprint: str
+    #: A venv's distributions in its site-packages, editable installs excepted, as layers take
+    #: them (``layers.py``); () for a conda env (conda-pack packs it whole).
+    dists: Tuple[Dist, ...] = ()
+    #: That site-packages, relative to ``prefix`` ("lib/python3.11/site-packages").
+    site: str = ""
 
     @property
     def base_python(self) -> str:
@@ -89,14 +95,32 @@ def read(prefix: Optional[str] = None, base_prefix: Optional[str] = None) -> Ins
     lines += sorted(_dist_line(d) for d in dists if _name(d) not in editable_names)
     if kind == "conda":
         lines += sorted(os.listdir(os.path.join(prefix, "conda-meta")))
+    layered = _dists(dists, site_dirs[0], editable_names) if kind == "venv" and site_dirs else ()
     return Installed(prefix=prefix, kind=kind, version=version, base_prefix=base_prefix if kind == "venv" else "",
                      ship_base=ship_base, shared_libpython=bool(sysconfig.get_config_var("Py_ENABLE_SHARED")),
                      editables=editables, fingerprint=_digest(lines),
-                     base_fingerprint=_base_digest(base_prefix, version) if ship_base else "")
+                     base_fingerprint=_base_digest(base_prefix, version) if ship_base else "",
+                     dists=layered, site=os.path.relpath(site_dirs[0], prefix) if layered else "")
 
 
 def site_packages(prefix: str) -> List[str]:
     return [d for d in site.getsitepackages([prefix]) if os.path.isdir(d)]
+
+
+def _dists(dists: List[importlib.metadata.Distribution], site_dir: str, skip: Iterable[str]) -> Tuple[Dist, ...]:
+    """The distributions installed in ``site_dir`` (but ``skip``'s), each with its size and the
+    entries it owns there; one whose RECORD is missing stays with the environment's archive."""
+    skip, files, found = set(skip), {}, {}
+    for d in dists:
+        name = _name(d)
+        if name in skip or name in found or not d.files or \
+                os.path.realpath(str(d.locate_file(""))) != os.path.realpath(site_dir):
+            continue
+        found[name] = d
+        files[name] = [str(f) for f in d.files]
+    owned = owned_entries(files)
+    return tuple(Dist(name=name, line=_dist_line(d), size=sum(int(f.size or 0) for f in d.files or ()),
+                      entries=owned[name]) for name, d in sorted(found.items()) if owned[name])
 
 
 def _name(dist: importlib.metadata.Distribution) -> str:

@@ -7,14 +7,21 @@ They are kept in ``SUBM_PACK_CACHE`` (default ``$XDG_CACHE_HOME/subm/packed``, e
 of what is installed. Of the archives of one kind (a venv's, a conda env's, an interpreter's)
 the :data:`KEEP` used last stay. Two submissions that need the same archive at once pack it once:
 the second waits for the first (a lock per archive) and reuses it.
+
+Beside them, per environment (by its path), a record of the rest layer packed last
+(``rest-<hash of the path>.json``): the next submission from that environment, after a small
+change, ships a delta above that layer instead of packing the rest again (``layers.py``); only
+while that layer's archive is kept here.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import tempfile
-from typing import Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 #: Where packed archives are kept; "none" keeps nothing.
 PACK_CACHE = "SUBM_PACK_CACHE"
@@ -85,3 +92,42 @@ def trim(where: str, of_kind: str) -> None:
         for path in (old.path, old.path + ".lock"):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
+
+
+def has(name: str) -> bool:
+    """Whether the archive ``name`` is kept here."""
+    where = folder()
+    return where is not None and os.path.isfile(os.path.join(where, name))
+
+
+def _rest_record(prefix: str) -> Optional[str]:
+    where = folder()
+    if where is None:
+        return None
+    return os.path.join(where, f"rest-{hashlib.sha256(prefix.encode()).hexdigest()[:16]}.json")
+
+
+def previous_rest(prefix: str) -> Optional[Dict[str, Any]]:
+    """The record of the rest layer last packed from the environment at ``prefix``, where its
+    archive is still kept here (else None)."""
+    path = _rest_record(prefix)
+    try:
+        with open(path or "", encoding="utf-8") as f:
+            record = json.load(f)
+        name = f"{record['kind']}-{record['fingerprint']}.tar"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return record if has(name) else None
+
+
+def remember_rest(prefix: str, record: Dict[str, Any]) -> None:
+    """Keep ``record`` as the rest layer last packed from the environment at ``prefix``."""
+    path = _rest_record(prefix)
+    if path is None:
+        return
+    try:
+        with open(path + ".part", "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        os.replace(path + ".part", path)
+    except OSError:
+        pass  # a delta next time is an optimisation

@@ -1,13 +1,20 @@
-"""Packing what travels: the environment (venv-pack, conda-pack), a venv's base interpreter,
-and the editable installs' code.
+"""Packing what travels: a venv's layers and its small rest (venv-pack's rewriting), a conda env
+(conda-pack), a venv's base interpreter, and the editable installs' code.
 
 The environment is packed by the libraries made for it: venv-pack rewrites the scripts' shebangs
 to ``#!/usr/bin/env python`` (which the task's PATH resolves to the shipped interpreter) and
 leaves out what does not relocate; conda-pack relocates a conda env, interpreter included.
-Neither packs a venv's base installation, so that one is a tar of ours, without what no job
-runs (its own site-packages, which a venv does not see, tests, static libraries, headers).
+A venv's distributions travel as layers (``layers.py``), each a tar of its entries in
+site-packages; what no distribution owns (``bin/``, the venv's own files) goes through venv-pack.
+Neither library packs a venv's base installation, so that one is a tar of ours, without what no
+job runs (its own site-packages, which a venv does not see, tests, static libraries, headers).
 Editable installs are left out of the environment and packed apart, byte for byte the same
 for the same code, so that a change to the code being worked on ships kilobytes.
+
+A venv's archives are plain tars: compressing costs more than it saves. gzip's fastest level
+packs ~46 MB/s on one core of the rig's machine, where WebHDFS takes ~195 MB/s and a node's
+``tar -x`` more; a CUDA wheel shrinks to about half (bench/environment_travel.py prints the
+figures beside the floor). YARN unpacks a ``.tar`` as it does a ``.tar.gz``.
 """
 from __future__ import annotations
 
@@ -17,19 +24,23 @@ import io
 import os
 import tarfile
 import threading
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 from .....errors import SpecError
 from .installed import Installed
+from .layers import Layer
 
-#: gzip's fastest level: packing gigabytes on the submitting machine costs more than the
-#: bigger upload (measured in bench/environment_travel.py).
+#: ``progress(n)``: n more bytes of the sources packed.
+Progress = Optional[Callable[[int], None]]
+
+#: A conda env's gzip level (conda-pack): the fastest.
 COMPRESS_LEVEL = 1
 _venv_pack_lock = threading.Lock()
 
 
-def pack_environment(installed: Installed, out: str) -> None:
-    """Pack the environment into ``out`` (.tar.gz), editable installs left out."""
+def pack_environment(installed: Installed, out: str, progress: Progress = None) -> None:
+    """Pack the environment into ``out``: a conda env whole (.tar.gz); of a venv what its
+    layers do not hold (.tar), editable installs left out."""
     try:
         if installed.kind == "conda":
             import conda_pack
@@ -41,10 +52,7 @@ def pack_environment(installed: Installed, out: str) -> None:
 
         with _editables_tolerated():
             env = venv_pack.Env(installed.prefix)
-        for e in installed.editables:  # their .pth files and import hooks name folders of this machine
-            for path in e.files:
-                env = env.exclude(path)
-        env.pack(output=out, format="tar.gz", compress_level=COMPRESS_LEVEL, force=True, verbose=False)
+        _pack_venv_rest(env, installed, out, progress)
     except ImportError as exc:
         raise SpecError([("environment", f"packing this {installed.kind} needs {exc.name}: pip install "
                                          "'submarine-py[yarn]', or set environment.python to an interpreter "
@@ -53,6 +61,118 @@ def pack_environment(installed: Installed, out: str) -> None:
         raise
     except Exception as exc:  # venv-pack's and conda-pack's own errors
         raise SpecError([("environment", f"{installed.prefix} cannot be packed: {exc}")]) from None
+
+
+def _pack_venv_rest(env, installed: Installed, out: str, progress: Progress) -> None:
+    """venv-pack's packing of the venv's files but those its layers hold and the editable
+    installs' (their .pth files and import hooks name folders of this machine)."""
+    from venv_pack.core import Packer
+    from venv_pack.formats import archive
+
+    left_out = left_out_of_environment(installed)
+    with open(out, "wb") as f, archive(f, "tar") as arc:
+        packer = Packer(env._context, arc, None)
+        for file in env.files:
+            if not _under(file.target, left_out):
+                packer.add(file)
+                if progress is not None:
+                    progress(_size(file.source))
+        packer.finish()
+
+
+def bytes_to_pack(root: str, entries=None, left_out=frozenset()) -> int:
+    """The bytes of the files under ``root`` (only its ``entries`` where given; never those
+    under ``left_out``), links not followed: what a meter of packing counts to."""
+    total = 0
+    for top in (entries if entries is not None else [""]):
+        start = os.path.join(root, top) if top else root
+        if os.path.isfile(start) and not os.path.islink(start):
+            total += os.path.getsize(start)
+            continue
+        for here, dirs, files in os.walk(start):
+            rel = os.path.relpath(here, root)
+            dirs[:] = [d for d in dirs if os.path.normpath(os.path.join(rel, d)) not in left_out]
+            for f in files:
+                path = os.path.join(here, f)
+                if not os.path.islink(path) and os.path.normpath(os.path.join(rel, f)) not in left_out:
+                    total += os.lstat(path).st_size
+    return total
+
+
+def left_out_of_environment(installed: Installed) -> set:
+    """What of the venv its own archive leaves to the layers and the editable installs (paths
+    relative to its prefix)."""
+    out = {f"{installed.site}/{e}" for d in installed.dists for e in d.entries}
+    return out | {path for e in installed.editables for path in e.files}
+
+
+def _under(target: str, paths: set) -> bool:
+    """Whether ``target`` is one of ``paths`` or inside one."""
+    parts = target.split("/")
+    return any("/".join(parts[:i]) in paths for i in range(1, len(parts) + 1))
+
+
+def _size(path: str) -> int:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if not os.path.islink(path) else 0
+
+
+def pack_layer(installed: Installed, layer: Layer, out: str, progress: Progress = None) -> None:
+    """Pack ``layer``'s entries of the venv's site-packages into the tar ``out``, laid out as
+    there (``torch/...``, ``nvidia/cudnn/...``), symlinks kept."""
+    site = os.path.join(installed.prefix, installed.site)
+    try:
+        with tarfile.open(out, "w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tar:
+            for entry in layer.entries:
+                _add_tree(tar, site, entry, progress)
+    except OSError as exc:
+        raise SpecError([("environment", f"cannot pack {layer.kind} of {installed.prefix} into {out}: "
+                                         f"{exc.strerror or exc}")]) from None
+
+
+def _add_tree(tar: tarfile.TarFile, root: str, rel: str, progress: Progress) -> None:
+    """Add ``root/rel`` (a file, a link or a folder with all in it) as ``rel``, counting bytes."""
+    path = os.path.join(root, rel)
+    if not os.path.lexists(path):
+        return  # RECORD names a file that is gone: nothing to ship
+    for src, arc in _tree(path, rel):
+        info = tar.gettarinfo(src, arcname=arc)
+        if info.isreg():
+            with open(src, "rb") as f:
+                tar.addfile(info, _Counted(f, progress))
+        else:
+            tar.addfile(info)
+
+
+def _tree(path: str, rel: str) -> Iterator[tuple]:
+    yield path, rel
+    if os.path.isdir(path) and not os.path.islink(path):
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            sub = os.path.relpath(root, path)
+            for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+                yield os.path.join(root, name), os.path.normpath(os.path.join(rel, sub, name))
+            for d in list(dirs):
+                if os.path.islink(os.path.join(root, d)):
+                    dirs.remove(d)
+                else:
+                    yield os.path.join(root, d), os.path.normpath(os.path.join(rel, sub, d))
+
+
+class _Counted:
+    """A file read by tarfile, each block counted."""
+
+    def __init__(self, f, progress: Progress):
+        self._f, self._progress = f, progress
+
+    def read(self, n: int = -1) -> bytes:
+        block = self._f.read(n)
+        if block and self._progress is not None:
+            self._progress(len(block))
+        return block
 
 
 @contextlib.contextmanager
@@ -78,17 +198,36 @@ def _skip_in_base(installed: Installed, rel: str) -> bool:
             or rel.endswith(".a"))
 
 
-def pack_base(installed: Installed, out: str) -> None:
-    """Pack the venv's base installation into ``out`` (.tar.gz), symlinks kept."""
+def base_bytes(installed: Installed) -> int:
+    """The bytes :func:`pack_base` packs, about."""
+    base, total = installed.base_prefix, 0
+    for root, dirs, files in os.walk(base):
+        rel_root = os.path.relpath(root, base)
+        dirs[:] = [d for d in dirs if not _skip_in_base(installed, os.path.normpath(os.path.join(rel_root, d)) + "/")]
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path) and not _skip_in_base(installed, os.path.normpath(os.path.join(rel_root, name))):
+                total += os.lstat(path).st_size
+    return total
+
+
+def pack_base(installed: Installed, out: str, progress: Progress = None) -> None:
+    """Pack the venv's base installation into the tar ``out``, symlinks kept."""
     base = installed.base_prefix
-    with tarfile.open(out, "w:gz", compresslevel=COMPRESS_LEVEL) as tar:
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tar:
         for root, dirs, files in os.walk(base):
             rel_root = os.path.relpath(root, base)
             dirs.sort()
             for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
                 rel = os.path.normpath(os.path.join(rel_root, name))
                 if not _skip_in_base(installed, rel):
-                    tar.add(os.path.join(root, name), arcname=rel, recursive=False)
+                    src = os.path.join(root, name)
+                    info = tar.gettarinfo(src, arcname=rel)
+                    if info.isreg():
+                        with open(src, "rb") as f:
+                            tar.addfile(info, _Counted(f, progress))
+                    else:
+                        tar.addfile(info)
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))
                        and not _skip_in_base(installed, os.path.normpath(os.path.join(rel_root, d)) + "/")]
 

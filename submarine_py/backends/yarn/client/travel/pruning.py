@@ -26,7 +26,8 @@ UNUSED_DAYS = 14
 PART_DAYS = 1
 DAY_MS = 24 * 3600 * 1000
 #: The names of what ``plan`` uploads (see ``travel.plan``).
-ARCHIVE_PREFIXES = ("env-", "python", "code-")
+ARCHIVE_PREFIXES = ("env-", "site-", "python", "code-")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def stale(entries: Iterable[Dict[str, Any]], keep: Iterable[str], now_ms: int) -
         if ".part-" in base:
             if now_ms - modified > PART_DAYS * DAY_MS:
                 out.append(Stale(path, size, "an upload left unfinished"))
-        elif base.startswith(ARCHIVE_PREFIXES) and base.endswith(".tar.gz"):
+        elif base.startswith(ARCHIVE_PREFIXES) and base.endswith(ARCHIVE_SUFFIXES):
             if now_ms - used > UNUSED_DAYS * DAY_MS:
                 out.append(Stale(path, size, f"unused for {UNUSED_DAYS} days"))
     return out
