@@ -99,7 +99,9 @@ def test_the_request_names_every_part_for_the_am_and_the_tasks_outside_images(tm
         "ps": {"command": "python -c 1", "docker": {"image": "localhost/py:3"}}}}, base_dir=str(tmp_path))
     request = build_request(make_plan(job), ["http://rm:8088"], travel=travel)
     spec = request.app_spec
-    for files in (spec.master.files, spec.services["worker"].files):
+    assert {p.dir for p in travel.parts if p.am} <= set(spec.master.files)  # the AM: the layers it imports
+    assert not {p.dir for p in travel.parts if not p.am} & set(spec.master.files)
+    for files in (spec.services["worker"].files,):
         for part in travel.parts:
             # A layer is a file the container unpacks once per node; the rest archives YARN unpacks.
             assert files[part.dir].source == part.uri

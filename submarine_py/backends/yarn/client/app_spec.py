@@ -91,12 +91,12 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     if env.archive:
         python = opts.python or sys.executable
         setup = f'{interpreters.assign(python)}; [ -x {interpreters.PY} ] || {interpreters.PY_VAR}=$(command -v python3)'
-        return {"python": interpreters.PY, "setup": travel.setup_lines() if travel else setup, "task_setup": setup,
-                "task_env": {}}
+        return {"python": interpreters.PY, "setup": travel.for_am().setup_lines() if travel else setup,
+                "task_setup": setup, "task_env": {}}
     am_here, _ = runs_submitting_python(plan.job)
     if travel and am_here:  # tasks outside images run it too (in images: docker_script)
-        setup = travel.setup_lines()
-        return {"python": interpreters.PY, "setup": setup, "task_setup": f"{setup}\n{travel.task_path_line()}",
+        return {"python": interpreters.PY, "setup": travel.for_am().setup_lines(),
+                "task_setup": f"{travel.setup_lines()}\n{travel.task_path_line()}",
                 "task_env": {interpreters.WRAPPER_ENV: "1"}}
     python = (opts.python or sys.executable) if am_here else env.python
     # The path once, as data (interpreters.assign); the executor writes the python/python3
@@ -222,7 +222,7 @@ def master(opts: YarnOptions, py: Dict[str, str], job_file: Dict[str, object]):
 
     return skein.Master(
         resources=skein.Resources(memory=AM_MEMORY_MB, vcores=1),
-        files={**job_file, **(opts.travel.resources() if opts.travel else {}), **ca_files(opts)},
+        files={**job_file, **(opts.travel.for_am().resources() if opts.travel else {}), **ca_files(opts)},
         env={AM_RM_URLS_ENV: ",".join(opts.rm_urls), "PYTHONUNBUFFERED": "1", **ca_env(opts),
              # The travelling environment brings this package (installed, or its editable code).
              **({} if opts.travel else {"PYTHONPATH": PACKAGE_PARENT}),

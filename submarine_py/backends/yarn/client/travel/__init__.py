@@ -5,9 +5,9 @@ tasks run from it (tasks in Docker images, or given ``environment.archive``, exc
 their own). What travels is a few archives, each on the cluster's filesystem under the user's
 folder, named by a fingerprint of what it holds (``installed.py``, ``layers.py``):
 
-    site-<dist>-<fingerprint>.tar   a venv's big distribution (torch, each nvidia-* wheel...)
-    site-rest-<fingerprint>.tar     its other distributions (and, after a small change,
-    site-delta-<fingerprint>.tar    what changed, above the last rest layer)
+    site-<dist>-<fingerprint>.tar.gz  a venv's big distribution (torch, each nvidia-* wheel...)
+    site-rest-<fingerprint>.tar.gz    its other distributions (and, after a small change,
+    site-delta-<fingerprint>.tar.gz   what changed, above the last rest layer)
     env-venv-<fingerprint>.tar      the rest of the venv: bin/, its own files (venv-pack)
     env-conda-<fingerprint>.tar.gz  a conda env, whole (conda-pack)
     python<X.Y>-<fingerprint>.tar   a venv's base interpreter, unless it is the OS's (/usr)
@@ -19,7 +19,7 @@ time, with progress shown (``progress.py``). YARN localizes each as an archive i
 PRIVATE: the NodeManager's per-user cache keeps it for every later job (keyed by path and
 modification time), and fetches a container's files in parallel
 (``yarn.nodemanager.localizer.fetch.thread-count``). YARN unpacks the small archives itself; the
-layers travel as files the first container on a node unpacks into the node's layer cache, 5 times
+layers travel as files the first container on a node unpacks beside YARN's copy, several times
 faster than YARN's unpacking (``farm.py``). :meth:`Travel.setup_lines` then makes a venv of the
 parts in milliseconds (a ``pyvenv.cfg``, links), since a venv's own ``pyvenv.cfg`` names its base
 interpreter by an absolute path of the submitting machine.
@@ -77,6 +77,9 @@ class Part:
     size: int = 0
     #: A layer's entries the container does not link (``layers.Layering.hidden``).
     hidden: Tuple[str, ...] = ()
+    #: Whether the ApplicationMaster's container needs it (a layer only what the AM imports:
+    #: the AM starts without waiting for torch's gigabytes on its node).
+    am: bool = True
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ class Travel:
     code: bytes = b""
     #: A venv's layers as planned (None: a conda env, or a Travel made by hand).
     layering: Optional[layers.Layering] = None
+
+    def for_am(self) -> "Travel":
+        """What the ApplicationMaster's container gets: the layers it imports from, the rest."""
+        return Travel(installed=self.installed, parts=tuple(p for p in self.parts if p.am), code=self.code,
+                      layering=self.layering)
 
     def resources(self) -> Dict[str, object]:
         """skein's files, each kept in the user's node cache: a layer a file the container
@@ -237,6 +245,13 @@ class Travel:
 
 
 
+def _am_needs(inst: Installed, layer: layers.Layer) -> bool:
+    """Whether the AM's container gets ``layer``: the small distributions always, a big one
+    where the AM imports it (every one where what the AM needs is unknown)."""
+    return (layer.kind in ("site-rest", "site-delta") or not inst.am_needs
+            or any(d.name in inst.am_needs for d in layer.dists))
+
+
 def _label(part: Part) -> str:
     return part.label or part.what
 
@@ -257,7 +272,8 @@ def plan(where: ClusterFilesystem, user: str, installed: Optional[Installed] = N
         planned = layers.layering(inst.dists, tag, layers.from_record(previous) if previous else None)
         for i, layer in enumerate(planned.layers):
             parts.append(Part(LAYER_DIR.format(i), f"{folder}/{layer.name}", "layer",
-                              label=layer.kind[len("site-"):], size=layer.size, hidden=planned.hidden_in(layer)))
+                              label=layer.kind[len("site-"):], size=layer.size, hidden=planned.hidden_in(layer),
+                              am=_am_needs(inst, layer)))
         parts.append(Part(ENV_DIR, f"{folder}/env-{inst.kind}-{inst.fingerprint}.tar", "environment"))
     else:
         suffix = ".tar.gz" if inst.kind == "conda" else ".tar"

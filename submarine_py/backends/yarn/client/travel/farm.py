@@ -1,12 +1,14 @@
 """In the container, a venv's layers become one site-packages: a folder of links.
 
-A layer travels as a plain file (YARN's FILE resource, kept in the NodeManager's per-user cache
-like an archive): YARN's own unpacking of an archive streams it through ``tar`` at ~25 MB/s on
-the rig, its copy of a file runs at ~160 MB/s, and ``tar -x`` of a local file at disk speed
-(bench/environment_travel.py). So each layer is unpacked here, once per node, into the node's
-layer cache (``SUBM_LAYER_CACHE``, default ``<tmp>/subm-layers-<uid>``): ``<cache>/<layer's
-archive name>/``, named by what it holds, made by one container while the others wait (a lock
-per layer) and renamed into place whole. Every later container and job on the node links it.
+A layer travels as a plain file (YARN's FILE resource, kept in the NodeManager's per-user cache):
+YARN's own unpacking of an archive runs at 17-25 MB/s on the rig (1.18 GB of torch: 71 s as a
+``.tar.gz``, 57 s as a ``.tar``), its copy of a file at ~160 MB/s, and ``tar -x`` of a local file
+at disk speed. So the first container on a node unpacks each layer itself, beside YARN's copy
+(``<YARN's cache entry>/unpacked/``, made by one container while the others wait, renamed into
+place whole), and then empties YARN's copy: a layer takes its unpacked size once on the node,
+and YARN's own cache eviction removes both. Every later container and job on the node links it.
+Where YARN's cache entry cannot be written, the layer is unpacked into ``SUBM_LAYER_CACHE``
+(default ``<tmp>/subm-layers-<uid>``) instead.
 
 The launch lines run :func:`link` with the base interpreter (``python -S -E``: nothing of
 site-packages is read yet), which fills ``.subm-venv/lib/python<X.Y>/site-packages`` with a link
@@ -14,8 +16,7 @@ per entry of each layer, the first layer's winning; a folder two layers share (a
 as ``nvidia/``) becomes a folder of links into both. A layer's *hidden* entries (the rest
 layer's copies of distributions changed or removed since: ``layers.py``) are not linked.
 Python, ``$ORIGIN`` paths of extension modules and ``.pth`` files see one site-packages, as in
-the submitting venv. A layer of the cache unused by any container for :data:`UNUSED_DAYS` is
-removed (looked at once a day, by the first container of the day).
+the submitting venv.
 
 :func:`link` runs as source text in the container: standard library only, and nothing of this
 module but itself.
@@ -27,15 +28,13 @@ import json
 import shlex
 from typing import Sequence, Tuple
 
-#: A layer no container on the node used for this long leaves its cache.
-UNUSED_DAYS = 14
-#: Where a node keeps unpacked layers (else ``<tmp>/subm-layers-<uid>``).
+#: Where a layer is unpacked when YARN's cache entry cannot be written.
 LAYER_CACHE = "SUBM_LAYER_CACHE"
 
 
-def link(site, layers, unused_days=UNUSED_DAYS, cache_var=LAYER_CACHE):
+def link(site, layers, cache_var=LAYER_CACHE):
     """Fill the folder ``site`` with links to the entries of ``layers`` ([path, name, [hidden
-    entry, ...]], ...: a layer's file to unpack into the node's cache under ``name``, or a folder
+    entry, ...]], ...: a layer's file (YARN's copy) to unpack once on the node, or a folder
     YARN unpacked), the first one's entries winning; folders two layers share are merged."""
     import fcntl
     import os
@@ -44,62 +43,69 @@ def link(site, layers, unused_days=UNUSED_DAYS, cache_var=LAYER_CACHE):
     import subprocess
     import sys
     import tempfile
-    import time
     from concurrent.futures import ThreadPoolExecutor
-
-    cache = os.environ.get(cache_var) or os.path.join(tempfile.gettempdir(), "subm-layers-%d" % os.getuid())
 
     def fail(what):
         sys.stderr.write("subm: on %s: %s\n" % (socket.getfqdn(), what))
         sys.exit(3)
 
-    def unpacked(path, name):
-        target = os.path.join(cache, name)
-        if not os.path.isdir(target):
-            with open(target + ".lock", "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # another container unpacking it: wait, then use it
-                if not os.path.isdir(target):
-                    tmp = tempfile.mkdtemp(prefix=".tmp-%s-" % name, dir=cache)
-                    tar = shutil.which("tar")
-                    try:
-                        if tar:
-                            done = subprocess.run([tar, "-xf", os.path.realpath(path), "-C", tmp],
-                                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                            if done.returncode:
-                                raise OSError(done.stderr.decode(errors="replace").strip()[-300:])
-                        else:
-                            import tarfile
-                            with tarfile.open(path) as t:
-                                t.extractall(tmp, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
-                        os.rename(tmp, target)
-                    except OSError as exc:
-                        shutil.rmtree(tmp, ignore_errors=True)
-                        fail("cannot unpack the environment's layer %s into %s: %s; set %s to a folder with "
-                             "room for it (in the role's env)" % (name, cache, exc, cache_var))
-        os.utime(target)  # in use: the age cleaning leaves it
+    def unpack(real, where, name):
+        """Unpack ``real`` into ``where/unpacked`` unless there; the folder, or None where
+        ``where`` cannot be written."""
+        target = os.path.join(where, "unpacked")
+        if os.path.isdir(target):
+            return target
+        try:
+            lock = open(os.path.join(where, ".unpack.lock"), "a")
+        except OSError:
+            return None
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another container unpacking it: wait, then use it
+            if os.path.isdir(target):
+                return target
+            for left in os.listdir(where):  # a container killed while unpacking
+                if left.startswith(".tmp-"):
+                    shutil.rmtree(os.path.join(where, left), ignore_errors=True)
+            if os.path.getsize(real) == 0:
+                fail("the layer %s in YARN's cache (%s) is empty and its unpacked copy gone: remove %s so "
+                     "that YARN fetches it again" % (name, real, where))
+            tmp = tempfile.mkdtemp(prefix=".tmp-", dir=where)
+            tar = shutil.which("tar")
+            try:
+                if tar:
+                    done = subprocess.run([tar, "-xzf", real, "-C", tmp],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    if done.returncode:
+                        raise OSError(done.stderr.decode(errors="replace").strip()[-300:])
+                else:
+                    import tarfile
+                    with tarfile.open(real) as t:
+                        t.extractall(tmp, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+                os.rename(tmp, target)
+            except OSError as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                fail("cannot unpack the environment's layer %s into %s: %s; free room there, or set %s "
+                     "(in the role's env) to a folder with room" % (name, where, exc, cache_var))
+            try:  # the unpacked copy serves from now on: YARN's stays, empty, for its bookkeeping
+                os.chmod(real, 0o600)
+                open(real, "w").close()
+            except OSError:
+                pass
         return target
 
-    def clean():
-        stamp = os.path.join(cache, ".cleaned")
-        now = time.time()
-        try:
-            if now - os.stat(stamp).st_mtime < 86400:
-                return
-        except OSError:
-            pass
-        open(stamp, "a").close()
-        os.utime(stamp)
-        for entry in os.listdir(cache):
-            path = os.path.join(cache, entry)
-            if entry.startswith(".tmp-") and now - os.stat(path).st_mtime > 86400:
-                shutil.rmtree(path, ignore_errors=True)
-            elif os.path.isdir(path) and not entry.startswith(".") and now - os.stat(path).st_mtime > unused_days * 86400:
-                with open(path + ".lock", "a") as lock:
-                    try:
-                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except OSError:
-                        continue  # being unpacked again right now
-                    shutil.rmtree(path, ignore_errors=True)
+    def unpacked(path, name):
+        real = os.path.realpath(path)
+        target = unpack(real, os.path.dirname(real), name)
+        if target is None:  # YARN's cache entry is not ours to write: a cache of our own
+            cache = os.environ.get(cache_var) or os.path.join(tempfile.gettempdir(), "subm-layers-%d" % os.getuid())
+            where = os.path.join(cache, name)
+            try:
+                os.makedirs(where, mode=0o700, exist_ok=True)
+            except OSError as exc:
+                fail("cannot create %s: %s; set %s (in the role's env) to a folder this user may write"
+                     % (where, exc, cache_var))
+            target = unpack(real, where, name) or fail("cannot write %s; set %s" % (where, cache_var))
+        return target
 
     def merge(dst, src, hidden, rel, origin):
         for name in sorted(os.listdir(src)):
@@ -122,16 +128,8 @@ def link(site, layers, unused_days=UNUSED_DAYS, cache_var=LAYER_CACHE):
                 merge(d, s, hidden, path + "/", origin)
 
     files = [(p, n) for p, n, _ in layers if os.path.isfile(p)]
-    if files:
-        try:
-            os.makedirs(cache, mode=0o700, exist_ok=True)
-        except OSError as exc:
-            fail("cannot create the layer cache %s: %s; set %s to a folder this user may write" % (cache, exc, cache_var))
-        with ThreadPoolExecutor(4) as pool:
-            folders = dict(zip([p for p, _ in files], pool.map(lambda f: unpacked(*f), files)))
-        clean()
-    else:
-        folders = {}
+    with ThreadPoolExecutor(4) as pool:
+        folders = dict(zip([p for p, _ in files], pool.map(lambda f: unpacked(*f), files)))
     site = os.path.abspath(site)
     os.makedirs(site, exist_ok=True)
     origin = {}
@@ -144,7 +142,7 @@ def link(site, layers, unused_days=UNUSED_DAYS, cache_var=LAYER_CACHE):
 def command(python: str, site: str, layers: Sequence[Tuple[str, str, Sequence[str]]]) -> str:
     """The shell line that runs :func:`link` with ``python`` (already shell-quoted) in the
     container's working directory; ``site`` and the layers' paths relative to it."""
-    code = (f"UNUSED_DAYS, LAYER_CACHE = {UNUSED_DAYS!r}, {LAYER_CACHE!r}\n" + inspect.getsource(link)
+    code = (f"LAYER_CACHE = {LAYER_CACHE!r}\n" + inspect.getsource(link)
             + "\nimport json, sys\nlink(sys.argv[1], json.loads(sys.argv[2]))\n")
     spec = json.dumps([[path, name, list(hidden)] for path, name, hidden in layers], separators=(",", ":"))
     return f"{python} -S -E -c {shlex.quote(code)} {shlex.quote(site)} {shlex.quote(spec)}"

@@ -15,11 +15,12 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import site
 import sys
 import sysconfig
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from .....errors import SpecError
 from .layers import Dist, owned_entries
@@ -68,6 +69,9 @@ class Installed:
     dists: Tuple[Dist, ...] = ()
     #: That site-packages, relative to ``prefix`` ("lib/python3.11/site-packages").
     site: str = ""
+    #: What the ApplicationMaster imports: submarine-py and what it requires (with its extras
+    #: for YARN), by name; the AM's container gets only the layers holding them (empty: unknown).
+    am_needs: FrozenSet[str] = frozenset()
 
     @property
     def base_python(self) -> str:
@@ -96,11 +100,13 @@ def read(prefix: Optional[str] = None, base_prefix: Optional[str] = None) -> Ins
     if kind == "conda":
         lines += sorted(os.listdir(os.path.join(prefix, "conda-meta")))
     layered = _dists(dists, site_dirs[0], editable_names) if kind == "venv" and site_dirs else ()
+    am_needs = _required(dists, "submarine-py", AM_EXTRAS) if layered else frozenset()
     return Installed(prefix=prefix, kind=kind, version=version, base_prefix=base_prefix if kind == "venv" else "",
                      ship_base=ship_base, shared_libpython=bool(sysconfig.get_config_var("Py_ENABLE_SHARED")),
                      editables=editables, fingerprint=_digest(lines),
                      base_fingerprint=_base_digest(base_prefix, version) if ship_base else "",
-                     dists=layered, site=os.path.relpath(site_dirs[0], prefix) if layered else "")
+                     dists=layered, site=os.path.relpath(site_dirs[0], prefix) if layered else "",
+                     am_needs=am_needs)
 
 
 def site_packages(prefix: str) -> List[str]:
@@ -121,6 +127,37 @@ def _dists(dists: List[importlib.metadata.Distribution], site_dir: str, skip: It
     owned = owned_entries(files)
     return tuple(Dist(name=name, line=_dist_line(d), size=sum(int(f.size or 0) for f in d.files or ()),
                       entries=owned[name]) for name, d in sorted(found.items()) if owned[name])
+
+
+#: submarine-py's extras the ApplicationMaster may use (sweep: a sweep's AM searches with Optuna).
+AM_EXTRAS = ("yarn", "kerberos", "gpu", "sweep")
+_EXTRA_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
+def _required(dists: List[importlib.metadata.Distribution], root: str, extras: Iterable[str]) -> FrozenSet[str]:
+    """The names ``root`` requires, directly or not: its requirements and those of ``extras``,
+    then every requirement of theirs without an extra (markers otherwise taken as true: a few
+    more names than needed is no harm)."""
+    by_name: Dict[str, importlib.metadata.Distribution] = {}
+    for d in dists:
+        by_name.setdefault(_name(d), d)
+    if root not in by_name:
+        return frozenset()  # not installed here: unknown
+    seen, todo = set(), [(root, tuple(extras))]
+    while todo:
+        name, wanted = todo.pop()
+        if name in seen or name not in by_name:
+            seen.add(name)
+            continue
+        seen.add(name)
+        for req in by_name[name].requires or ():
+            marker = _EXTRA_MARKER.search(req)
+            if marker and marker.group(1) not in wanted:
+                continue
+            found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+            if found:
+                todo.append((found.group(1).lower().replace("_", "-").replace(".", "-"), ()))
+    return frozenset(seen)
 
 
 def _name(dist: importlib.metadata.Distribution) -> str:

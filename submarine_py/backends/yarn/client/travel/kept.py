@@ -114,7 +114,7 @@ def previous_rest(prefix: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path or "", encoding="utf-8") as f:
             record = json.load(f)
-        name = f"{record['kind']}-{record['fingerprint']}.tar"
+        name = f"{record['kind']}-{record['fingerprint']}.tar.gz"
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return record if has(name) else None

@@ -55,7 +55,7 @@ class Layer:
 
     @property
     def name(self) -> str:
-        return f"{self.kind}-{self.fingerprint}.tar"
+        return f"{self.kind}-{self.fingerprint}.tar.gz"
 
     @property
     def size(self) -> int:

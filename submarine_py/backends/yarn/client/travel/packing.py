@@ -11,10 +11,11 @@ job runs (its own site-packages, which a venv does not see, tests, static librar
 Editable installs are left out of the environment and packed apart, byte for byte the same
 for the same code, so that a change to the code being worked on ships kilobytes.
 
-A venv's archives are plain tars: compressing costs more than it saves. gzip's fastest level
-packs ~46 MB/s on one core of the rig's machine, where WebHDFS takes ~195 MB/s and a node's
-``tar -x`` more; a CUDA wheel shrinks to about half (bench/environment_travel.py prints the
-figures beside the floor). YARN unpacks a ``.tar`` as it does a ``.tar.gz``.
+A layer is a tar gzipped at the fastest level, several packed at once (zlib works outside
+Python's lock): packing costs more (~46 MB/s a core on the rig's machine) but the bytes that
+travel, sit in HDFS and in YARN's node cache halve (a CUDA wheel packs to about half), and a
+node unpacks it at its disk's speed (bench/environment_travel.py prints the figures beside the
+floor). The venv's own small archive and the interpreter's are plain tars YARN unpacks.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from .layers import Layer
 #: ``progress(n)``: n more bytes of the sources packed.
 Progress = Optional[Callable[[int], None]]
 
-#: A conda env's gzip level (conda-pack): the fastest.
+#: gzip's level for a layer and a conda env (conda-pack): the fastest.
 COMPRESS_LEVEL = 1
 _venv_pack_lock = threading.Lock()
 
@@ -121,11 +122,12 @@ def _size(path: str) -> int:
 
 
 def pack_layer(installed: Installed, layer: Layer, out: str, progress: Progress = None) -> None:
-    """Pack ``layer``'s entries of the venv's site-packages into the tar ``out``, laid out as
-    there (``torch/...``, ``nvidia/cudnn/...``), symlinks kept."""
+    """Pack ``layer``'s entries of the venv's site-packages into the .tar.gz ``out``, laid out
+    as there (``torch/...``, ``nvidia/cudnn/...``), symlinks kept."""
     site = os.path.join(installed.prefix, installed.site)
     try:
-        with tarfile.open(out, "w", format=tarfile.PAX_FORMAT, copybufsize=1 << 20) as tar:
+        with tarfile.open(out, "w:gz", compresslevel=COMPRESS_LEVEL, format=tarfile.PAX_FORMAT,
+                          copybufsize=1 << 20) as tar:
             for entry in layer.entries:
                 _add_tree(tar, site, entry, progress)
     except OSError as exc:
