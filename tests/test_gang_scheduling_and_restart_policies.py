@@ -209,7 +209,7 @@ def test_the_gang_clock_waits_for_a_container_the_cluster_is_still_localizing(mo
     assert asked and all(executors == ["worker-1-e2"] for executors in asked)  # the missing one only
     said = [e["message"] for e in report["events"] if "being localized" in e["message"]]
     assert said == ["past timeouts.gang_seconds (2 s), but container worker-1-e2 on node7 is being localized: "
-                    "the gang's clock waits for YARN to unpack the job's environment there (once per node)"]
+                    "the gang's clock waits while the job's environment reaches that node (once per node)"]
 
 
 def test_a_container_localizing_past_its_allowance_fails_the_gang_as_before(monkeypatch):

@@ -168,9 +168,10 @@ class Registration:
             job.finish(JobState.FAILED, gang_missing(job.tasks.values(), self.containers, limit, job.attempt))
 
     def _localizing(self, now: float, limit: float) -> bool:
-        """Whether a missing task's container is still being localized: the first job on a node
-        has YARN unpack the environment that travels (gigabytes and tens of thousands of files
-        take minutes), which is not the gang failing to assemble. The gang then gets
+        """Whether a missing task's container is still being localized, or its launch still
+        unpacks the environment's layers: the first job on a node fetches and unpacks the
+        environment that travels (gigabytes take a minute or more), which is not the gang failing
+        to assemble. The gang then gets
         gang_seconds from the last moment one was seen localizing, for at most
         LOCALIZING_MOST_SECONDS past its start; the NodeManagers are asked every few seconds."""
         job = self.job
@@ -185,7 +186,7 @@ class Registration:
         if not words:
             return False
         if self._localized_at < job.gang_started:  # once per gang
-            job.decide("past timeouts.gang_seconds (%s s), but %s: the gang's clock waits for YARN to "
-                       "unpack the job's environment there (once per node)", limit, "; ".join(words))
+            job.decide("past timeouts.gang_seconds (%s s), but %s: the gang's clock waits while the job's "
+                       "environment reaches that node (once per node)", limit, "; ".join(words))
         self._localized_at = now
         return True

@@ -41,6 +41,12 @@ POLL_SECONDS = 0.5
 CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
 #: A NodeManager's states of a container it has not started yet (its REST API's words).
 STILL_LOCALIZING = frozenset({"NEW", "LOCALIZING", "SCHEDULED"})
+
+
+def _log_files(container: Dict[str, Any]) -> List[str]:
+    """The log files a NodeManager lists for a container (``containerLogFiles``)."""
+    files = container.get("containerLogFiles") or []
+    return [str(f) for f in files] if isinstance(files, list) else [str(files)]
 #: How long a machine whose executors fell silent is kept out of the job (YARN's own NodeManager
 #: expiry is 10 minutes), unless its NodeManager answers again.
 AVOID_SECONDS = 600
@@ -373,9 +379,11 @@ class YarnContainers(Containers):
         out = []
         for executor in executors:
             container, node = self._address(executor)
-            if (node and container
-                    and str(nm_container(node, container, timeout=1.0).get("state", "")).upper() in STILL_LOCALIZING):
+            seen = nm_container(node, container, timeout=1.0) if node and container else {}
+            if str(seen.get("state", "")).upper() in STILL_LOCALIZING:
                 out.append(f"container {executor} on {_host(node)} is being localized")
+            elif protocol.UNPACKING_LOG in _log_files(seen):  # its launch unpacks the environment's layers
+                out.append(f"container {executor} on {_host(node)} is unpacking the environment's layers")
         return out
 
     def describe(self, executor: str) -> str:

@@ -16,7 +16,9 @@ per entry of each layer, the first layer's winning; a folder two layers share (a
 as ``nvidia/``) becomes a folder of links into both. A layer's *hidden* entries (the rest
 layer's copies of distributions changed or removed since: ``layers.py``) are not linked.
 Python, ``$ORIGIN`` paths of extension modules and ``.pth`` files see one site-packages, as in
-the submitting venv.
+the submitting venv. While it unpacks, a file in the container's log folder
+(``protocol.UNPACKING_LOG``) says what: the NodeManager lists it, so the AM's gang clock waits as
+it does for YARN's localizing, and ``subm status`` says which nodes are unpacking what.
 
 :func:`link` runs as source text in the container: standard library only, and nothing of this
 module but itself.
@@ -28,11 +30,13 @@ import json
 import shlex
 from typing import Sequence, Tuple
 
+from .....executor.protocol import UNPACKING_LOG
+
 #: Where a layer is unpacked when YARN's cache entry cannot be written.
 LAYER_CACHE = "SUBM_LAYER_CACHE"
 
 
-def link(site, layers, cache_var=LAYER_CACHE):
+def link(site, layers, cache_var=LAYER_CACHE, unpacking_log=UNPACKING_LOG):
     """Fill the folder ``site`` with links to the entries of ``layers`` ([path, name, [hidden
     entry, ...]], ...: a layer's file (YARN's copy) to unpack once on the node, or a folder
     YARN unpacked), the first one's entries winning; folders two layers share are merged."""
@@ -128,8 +132,22 @@ def link(site, layers, cache_var=LAYER_CACHE):
                 merge(d, s, hidden, path + "/", origin)
 
     files = [(p, n) for p, n, _ in layers if os.path.isfile(p)]
+    to_unpack = [(p, n) for p, n in files if not os.path.isdir(os.path.join(os.path.dirname(os.path.realpath(p)),
+                                                                                 "unpacked"))]
+    marker = None
+    if to_unpack and os.environ.get("LOG_DIRS"):  # YARN's log folder: the AM sees the file listed
+        marker = os.path.join(os.environ["LOG_DIRS"].split(",")[0], unpacking_log)
+        try:
+            with open(marker, "w") as f:
+                f.write("unpacking %d layer(s), %.2f GB: %s\n" % (
+                    len(to_unpack), sum(os.path.getsize(p) for p, _ in to_unpack) / 1e9,
+                    ", ".join(n for _, n in to_unpack)))
+        except OSError:
+            marker = None
     with ThreadPoolExecutor(4) as pool:
         folders = dict(zip([p for p, _ in files], pool.map(lambda f: unpacked(*f), files)))
+    if marker:
+        os.remove(marker)
     site = os.path.abspath(site)
     os.makedirs(site, exist_ok=True)
     origin = {}
@@ -142,7 +160,7 @@ def link(site, layers, cache_var=LAYER_CACHE):
 def command(python: str, site: str, layers: Sequence[Tuple[str, str, Sequence[str]]]) -> str:
     """The shell line that runs :func:`link` with ``python`` (already shell-quoted) in the
     container's working directory; ``site`` and the layers' paths relative to it."""
-    code = (f"LAYER_CACHE = {LAYER_CACHE!r}\n" + inspect.getsource(link)
+    code = (f"LAYER_CACHE, UNPACKING_LOG = {LAYER_CACHE!r}, {UNPACKING_LOG!r}\n" + inspect.getsource(link)
             + "\nimport json, sys\nlink(sys.argv[1], json.loads(sys.argv[2]))\n")
     spec = json.dumps([[path, name, list(hidden)] for path, name, hidden in layers], separators=(",", ":"))
     return f"{python} -S -E -c {shlex.quote(code)} {shlex.quote(site)} {shlex.quote(spec)}"
