@@ -35,9 +35,6 @@ FILES_LINKS = "SUBM_FILES_LINKS"  #: the job's files: localized name -> destinat
 ENV_ARCHIVE = "SUBM_ENV_ARCHIVE"  #: environment.archive, unpacked into the node's cache
 ENV_SHA256 = "SUBM_ENV_SHA256"  #: its digest, the cache's key where given
 ENV_CACHE = "SUBM_ENV_CACHE"  #: the node's folder of unpacked environments
-#: A file of the container's log folder while its launch unpacks the travelling environment's
-#: layers (what, how much): the AM's gang clock waits, and ``subm status`` says so.
-UNPACKING_LOG = "subm-unpacking.txt"
 ENV_CACHE_DAYS = "SUBM_ENV_CACHE_DAYS"  #: how long an unused one is kept (7)
 PYTHON_WRAPPER = "SUBM_PYTHON_WRAPPER"  #: "1": put ``python``/``python3`` wrappers on the task's PATH
 

@@ -23,6 +23,10 @@ GANG_ASKED_AT_SUBMISSION = "gang_asked_at_submission"
 #: later YARN attempt goes on from), final once the job is done; ``subm status`` and ``subm
 #: logs`` read it through the NodeManager.
 REPORT_FILE = "subm-report.json"
+#: A file of a container's log folder while its launch unpacks the travelling environment's
+#: layers (what, how much: ``client/travel/farm.py``): the NodeManager lists it, and the AM's gang
+#: clock waits for that container as for YARN's localizing.
+UNPACKING_LOG = "subm-unpacking.txt"
 #: A test's hook (tests/test_a_gang_asked_at_submission_leaves_nothing_held_on_yarn.py): the AM
 #: waits this many seconds before taking the first container asked for with the application,
 #: so that executors register between admission and launch, the race of issue 32, on purpose.

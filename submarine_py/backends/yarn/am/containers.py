@@ -27,7 +27,7 @@ from ....admission import Room, Verdict, admit
 from ....am.containers import Containers, Ended, Held
 from ....states import GateState, JobState, Placement
 from ..capacity import Capacity, not_granted, room_words
-from ..protocol import LAUNCH_PAUSE_ENV, PROGRESS
+from ..protocol import LAUNCH_PAUSE_ENV, PROGRESS, UNPACKING_LOG
 from .dropped import Dropped
 from .exits import container_end, refused_at_node
 from .held import held_containers
@@ -382,7 +382,7 @@ class YarnContainers(Containers):
             seen = nm_container(node, container, timeout=1.0) if node and container else {}
             if str(seen.get("state", "")).upper() in STILL_LOCALIZING:
                 out.append(f"container {executor} on {_host(node)} is being localized")
-            elif protocol.UNPACKING_LOG in _log_files(seen):  # its launch unpacks the environment's layers
+            elif UNPACKING_LOG in _log_files(seen):  # its launch unpacks the environment's layers
                 out.append(f"container {executor} on {_host(node)} is unpacking the environment's layers")
         return out
 

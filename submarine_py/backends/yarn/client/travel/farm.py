@@ -16,9 +16,9 @@ per entry of each layer, the first layer's winning; a folder two layers share (a
 as ``nvidia/``) becomes a folder of links into both. A layer's *hidden* entries (the rest
 layer's copies of distributions changed or removed since: ``layers.py``) are not linked.
 Python, ``$ORIGIN`` paths of extension modules and ``.pth`` files see one site-packages, as in
-the submitting venv. While it unpacks, a file in the container's log folder
-(``protocol.UNPACKING_LOG``) says what: the NodeManager lists it, so the AM's gang clock waits as
-it does for YARN's localizing, and ``subm status`` says which nodes are unpacking what.
+the submitting venv. While it unpacks, a file in the container's log folder (``UNPACKING_LOG``
+of ``backends/yarn/protocol.py``) says what: the NodeManager lists it, so the AM's gang clock
+waits as it does for YARN's localizing, and its decision says which nodes unpack what.
 
 :func:`link` runs as source text in the container: standard library only, and nothing of this
 module but itself.
@@ -30,7 +30,7 @@ import json
 import shlex
 from typing import Sequence, Tuple
 
-from .....executor.protocol import UNPACKING_LOG
+from ...protocol import UNPACKING_LOG
 
 #: Where a layer is unpacked when YARN's cache entry cannot be written.
 LAYER_CACHE = "SUBM_LAYER_CACHE"
