@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -56,6 +57,7 @@ class Files:
         self._auth = auth
         self._fs: Dict[int, Any] = {}
         self.active = 0
+        self._switching = threading.Lock()
         self.say = say
         self.wait_seconds = rm_wait_seconds() if wait_seconds is None else wait_seconds
 
@@ -99,10 +101,11 @@ class Files:
                                            f"at {urls[i]}: {_said(exc)}") from None
                     failures[urls[i]] = _said(exc)
                     continue
-                if failures and i != before:
+                with self._switching:  # uploads run side by side: the first to switch says so
+                    switched, self.active = i != self.active, i
+                if failures and i != before and switched:
                     gone = "; ".join(f"{u} {w}" for u, w in failures.items() if u != urls[i])
                     self.say(f"HDFS failed over: {gone}; {urls[i]} serves (after {time.monotonic() - started:.0f} s)")
-                self.active = i
                 return out
             waited = time.monotonic() - started
             if waited >= wait:

@@ -141,12 +141,17 @@ def _add_tree(tar: tarfile.TarFile, root: str, rel: str, progress: Progress) -> 
     if not os.path.lexists(path):
         return  # RECORD names a file that is gone: nothing to ship
     for src, arc in _tree(path, rel):
-        info = tar.gettarinfo(src, arcname=arc)
-        if info.isreg():
-            with open(src, "rb") as f:
-                tar.addfile(info, _Counted(f, progress))
-        else:
-            tar.addfile(info)
+        _add(tar, src, arc, progress)
+
+
+def _add(tar: tarfile.TarFile, src: str, arc: str, progress: Progress) -> None:
+    """Add the file, link or folder ``src`` alone as ``arc``, a file's bytes counted."""
+    info = tar.gettarinfo(src, arcname=arc)
+    if info.isreg():
+        with open(src, "rb") as f:
+            tar.addfile(info, _Counted(f, progress))
+    else:
+        tar.addfile(info)
 
 
 def _tree(path: str, rel: str) -> Iterator[tuple]:
@@ -223,13 +228,7 @@ def pack_base(installed: Installed, out: str, progress: Progress = None) -> None
             for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
                 rel = os.path.normpath(os.path.join(rel_root, name))
                 if not _skip_in_base(installed, rel):
-                    src = os.path.join(root, name)
-                    info = tar.gettarinfo(src, arcname=rel)
-                    if info.isreg():
-                        with open(src, "rb") as f:
-                            tar.addfile(info, _Counted(f, progress))
-                    else:
-                        tar.addfile(info)
+                    _add(tar, os.path.join(root, name), rel, progress)
             dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))
                        and not _skip_in_base(installed, os.path.normpath(os.path.join(rel_root, d)) + "/")]
 
