@@ -97,6 +97,7 @@ def floor(env: Dict[str, str]) -> None:
                                                 "tar | zstd -1": "v.tar.zst"}[name])
             print(f"floor          {name:<14} {took:6.1f} s  {out / 1e9:.2f} GB  ({raw / 1e6 / took:.0f} MB/s in)")
         target = f"/user/{yarn_user()}/subm-bench-floor.tar.gz"
+        timed(["hdfs", "dfs", "-mkdir", "-p", f"/user/{yarn_user()}"], env)
         took = timed(["hdfs", "dfs", "-put", "-f", f"{work}/v.tar.gz", target], env)
         size = os.path.getsize(f"{work}/v.tar.gz")
         print(f"floor          hdfs dfs -put  {took:6.1f} s  ({size / 1e6 / took:.0f} MB/s)")
