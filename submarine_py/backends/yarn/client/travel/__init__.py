@@ -189,13 +189,16 @@ class Travel:
 
         inst = self.installed
         if part.what == "layer":
-            layer = next(lay for lay in self.layering.layers if lay.name == os.path.basename(part.uri))
-            return packing.bytes_to_pack(os.path.join(inst.prefix, inst.site), layer.entries)
+            return packing.bytes_to_pack(os.path.join(inst.prefix, inst.site), self._layer(part).entries)
         if part.what == "interpreter":
             return packing.base_bytes(inst)
         if part.what == "environment":
             return packing.bytes_to_pack(inst.prefix, left_out=packing.left_out_of_environment(inst))
         return len(self.code)
+
+    def _layer(self, part: Part) -> layers.Layer:
+        """The layer a part of kind "layer" ships."""
+        return next(lay for lay in self.layering.layers if lay.name == os.path.basename(part.uri))
 
     def _pack(self, part: Part, out: str, progress: Callable[[int], None]) -> None:
         from . import packing
@@ -208,7 +211,7 @@ class Travel:
         elif part.what == "layer":
             from . import kept
 
-            layer = next(lay for lay in self.layering.layers if lay.name == os.path.basename(part.uri))
+            layer = self._layer(part)
             packing.pack_layer(self.installed, layer, out, progress)
             if layer.kind == "site-rest":  # the next small change ships a delta above it
                 kept.remember_rest(self.installed.prefix, layers.to_record(layer))

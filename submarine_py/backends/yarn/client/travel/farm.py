@@ -53,10 +53,13 @@ def link(site, layers, cache_var=LAYER_CACHE, unpacking_log=UNPACKING_LOG):
         sys.stderr.write("subm: on %s: %s\n" % (socket.getfqdn(), what))
         sys.exit(3)
 
+    def unpacked_in(where):
+        return os.path.join(where, "unpacked")
+
     def unpack(real, where, name):
         """Unpack ``real`` into ``where/unpacked`` unless there; the folder, or None where
         ``where`` cannot be written."""
-        target = os.path.join(where, "unpacked")
+        target = unpacked_in(where)
         if os.path.isdir(target):
             return target
         try:
@@ -132,8 +135,7 @@ def link(site, layers, cache_var=LAYER_CACHE, unpacking_log=UNPACKING_LOG):
                 merge(d, s, hidden, path + "/", origin)
 
     files = [(p, n) for p, n, _ in layers if os.path.isfile(p)]
-    to_unpack = [(p, n) for p, n in files if not os.path.isdir(os.path.join(os.path.dirname(os.path.realpath(p)),
-                                                                                 "unpacked"))]
+    to_unpack = [(p, n) for p, n in files if not os.path.isdir(unpacked_in(os.path.dirname(os.path.realpath(p))))]
     marker = None
     if to_unpack and os.environ.get("LOG_DIRS"):  # YARN's log folder: the AM sees the file listed
         marker = os.path.join(os.environ["LOG_DIRS"].split(",")[0], unpacking_log)
