@@ -301,6 +301,33 @@ def test_webhdfs_goes_to_the_active_namenode_and_says_a_failover(conf):
     assert len(said) == 1
 
 
+def test_a_call_begun_before_a_failover_that_ends_well_does_not_send_the_others_back(conf):
+    """An upload streams to a DataNode: begun through the NameNode since killed, it may end well
+    after another upload has failed over. The calls after it go to the new active one: the
+    failover is said once (CI pass 5b, 2026-12-03: said twice)."""
+    class Gone:
+        def info(self, path):
+            raise ConnectionError("connection refused")
+
+    class Active:
+        def info(self, path):
+            return {"name": path}
+
+    said: List[str] = []
+    files = Files(ClusterFilesystem("hdfs://prodns", ("http://nn1:9870", "http://nn2:9870")), "me",
+                  say=said.append, wait_seconds=0)
+    files._fs = {0: Gone(), 1: Active()}
+
+    def stream_begun_on_nn1(fs):
+        assert files.exists("/other")  # meanwhile another upload fails over to nn2
+        return "written"
+
+    assert files._call("write", "/a.part", stream_begun_on_nn1) == "written"
+    assert files.active == 1
+    assert files.exists("/b")
+    assert len(said) == 1 and said[0].startswith("HDFS failed over: http://nn1:9870 does not answer"), said
+
+
 def test_executors_find_the_am_through_whichever_resource_manager_answers(monkeypatch, tmp_path):
     from submarine_py.executor import am_client, protocol
 

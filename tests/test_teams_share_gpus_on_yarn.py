@@ -12,7 +12,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import requests
@@ -23,11 +23,14 @@ from venvs import ISOLATED_NODES
 RM = require_yarn()
 YARN = {"HADOOP_CONF_DIR": YARN_CONF_DIR or ""}
 
-#: Each task sleeps this long unless told otherwise; a task with a marker waits for it.
+#: Each task sleeps this long; given a marker file too, it waits for that file instead, for
+#: at most that long (a test decides when the job ends, rather than guessing how long to sleep).
 TASK = """\
-    import sys, time
+    import os, sys, time
     print(f"began {time.time():.3f}", flush=True)
-    time.sleep(float(sys.argv[1]))
+    deadline = time.time() + float(sys.argv[1])
+    while time.time() < deadline and not (len(sys.argv) > 2 and os.path.exists(sys.argv[2])):
+        time.sleep(0.5)
     print(f"ended {time.time():.3f}", flush=True)
 """
 
@@ -86,7 +89,8 @@ def team_queues() -> None:
                     "(RIG_NODES=3 RIG_GPUS=2 RIG_QUEUES=teama:50,teamb:50)")
 
 
-def submit(tmp_path: Path, name: str, gpus: int, seconds: float, queue: str, extra: str = "") -> str:
+def submit(tmp_path: Path, name: str, gpus: int, seconds: float, queue: str, extra: str = "",
+           marker: Optional[Path] = None) -> str:
     job = write_job(tmp_path / name, f"""\
         name: {name}
         queue: {queue}
@@ -94,7 +98,7 @@ def submit(tmp_path: Path, name: str, gpus: int, seconds: float, queue: str, ext
           worker:
             instances: {gpus}
             resources: {{memory: 512 MiB, vcores: 1, gpus: 1}}
-            command: python task.py {seconds}
+            command: python task.py {seconds} {marker or ""}
         files:
           task.py: task.py
         {extra}
@@ -160,15 +164,18 @@ def test_two_gangs_that_contend_run_one_after_the_other_instead_of_deadlocking(t
 
 
 @pytest.mark.sharing
-def test_a_gang_behind_a_running_job_waits_its_turn_instead_of_failing_at_gang_seconds(tmp_path):
-    first = submit(tmp_path, "first", 4, 25, "teama")
+def test_a_gang_behind_a_running_job_waits_its_turn_instead_of_failing_at_gang_seconds(tmp_path, shared_tmp_path):
+    go = shared_tmp_path / "go"
+    first = submit(tmp_path, "first", 4, 300, "teama", marker=go)
     wait_running(first)
     second = submit(tmp_path, "second", 4, 5, "teama", extra="timeouts: {gang_seconds: 10}")
     # Its AM up (a JVM and localization on a busy machine) and its gang read as queued.
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not (waiting := status(second)).get("waiting_for") and time.monotonic() < deadline:
         time.sleep(1)
     assert waiting["state"] == "RUNNING" and waiting.get("waiting_for", "").startswith("waiting for 4 GPUs: 2 free")
+    time.sleep(15)  # queued past gang_seconds, however long its AM took to come up
+    go.touch()  # the first job ends: its GPUs go back
     report = wait(second)
     assert report["state"] == "SUCCEEDED", report["diagnostics"]
     assert report["timings"]["queued_seconds"] > 10  # longer than gang_seconds: waiting is no failure

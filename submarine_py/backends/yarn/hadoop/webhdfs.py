@@ -101,9 +101,13 @@ class Files:
                                            f"at {urls[i]}: {_said(exc)}") from None
                     failures[urls[i]] = _said(exc)
                     continue
+                if not failures:
+                    # Served where it was sent first; a call begun before a failover (an upload's
+                    # stream to its DataNode) does not send the others back to a NameNode since gone.
+                    return out
                 with self._switching:  # uploads run side by side: the first to switch says so
                     switched, self.active = i != self.active, i
-                if failures and i != before and switched:
+                if i != before and switched:
                     gone = "; ".join(f"{u} {w}" for u, w in failures.items() if u != urls[i])
                     self.say(f"HDFS failed over: {gone}; {urls[i]} serves (after {time.monotonic() - started:.0f} s)")
                 return out
