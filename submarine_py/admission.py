@@ -204,6 +204,17 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
     return Verdict(True, placement=tuple(placed))
 
 
+def short_in_all(needs: Sequence[Need], free: Need, queue: str = "") -> Optional[Verdict]:
+    """A verdict from the cluster's totals alone (the RM's ``/metrics``: one small answer
+    whatever the cluster's size): no, when the whole cluster has less free than the gang asks,
+    which no placement and no order between jobs can change; None: the room must be read.
+    (Within a queue's guarantee YARN may preempt for a gang: the caller does not ask this then.)"""
+    want = total(needs)
+    if want.fits_in(free):
+        return None
+    return Verdict(False, _short(want, {"": free}, Room(nodes={}), None, queue) + " (the cluster's metrics)")
+
+
 def _never(me: Gang, room: Room) -> str:
     """Why ``me`` can never fit (on every node emptied, in its queue's maximum), or ""."""
     want = total(me.needs)

@@ -37,14 +37,14 @@ class FakeRM:
     def conf_value(self, key):
         return {"yarn.scheduler.minimum-allocation-mb": "1024"}.get(key)
 
-    def nodes(self):
+    def nodes(self, running_only=False):
         return [{"nodeHostName": f"n{i}", "state": "RUNNING", "availableResource": _res(16384, 16, g),
                  "usedResource": _res(0, 0, 2 - g)} for i, g in enumerate(self.free_gpus)]
 
     def scheduler(self):
         return {}
 
-    def apps(self, tags, states):
+    def apps(self, tags, states, slim=False):
         return self.listed
 
 

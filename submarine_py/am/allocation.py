@@ -38,8 +38,18 @@ log = logging.getLogger("subm.am")
 #: Backoff after a gang given back: the first wait and the cap (seconds); a random share of up
 #: to BACKOFF_JITTER is added so that jobs given back together do not ask together again.
 BACKOFF_FIRST, BACKOFF_CAP, BACKOFF_JITTER = 2.0, 30.0, 0.5
-#: How often a queued job asks the backend whether its gang fits (the RM's REST, on YARN).
-ADMIT_EVERY_SECONDS = 2.0
+#: How often a queued job asks the backend whether its gang fits (the RM's REST, on YARN), on
+#: average: each pause is drawn within ADMIT_JITTER of it, so that jobs that began waiting
+#: together (behind the same job, given back by the same preemption) do not ask together.
+ADMIT_EVERY_SECONDS, ADMIT_JITTER = 2.0, 0.25
+
+
+_PACE = random.Random()
+
+
+def admit_pause(rng: Optional[random.Random] = None) -> float:
+    """The pause before a waiting gang asks admission again (:data:`ADMIT_EVERY_SECONDS`)."""
+    return ADMIT_EVERY_SECONDS * (rng or _PACE).uniform(1 - ADMIT_JITTER, 1 + ADMIT_JITTER)
 #: How often the AM weighs what the cluster lists for the job against what its tasks use
 #: (:meth:`Allocation.reconcile`): while the job waits (it must hold nothing), and while it runs.
 RECONCILE_QUEUED_SECONDS, RECONCILE_SECONDS = 5.0, 30.0
@@ -87,7 +97,7 @@ class Gate:
         return self.state == GateState.QUEUED and now >= self.not_before
 
     def refused(self, now: float, why: str) -> None:
-        self.why, self.not_before = why, max(self.not_before, now + ADMIT_EVERY_SECONDS)
+        self.why, self.not_before = why, max(self.not_before, now + admit_pause(self.rng))
 
     def admitted(self, now: float) -> None:
         self.queued_seconds += now - self.waiting_since
@@ -254,7 +264,7 @@ class Allocation:
                 if job.finishing:
                     return out
                 if not verdict.fits:
-                    self.grow_not_before = now + ADMIT_EVERY_SECONDS
+                    self.grow_not_before = now + admit_pause()
                     if verdict.why != self.grow_why:
                         self.grow_why = verdict.why
                         job.decide("%s would grow the world but waits: %s", ts.plan.id, verdict.why)
@@ -280,7 +290,7 @@ class Allocation:
                 job.decide("%s wait%s: %s", ", ".join(ts.plan.id for ts in pending),
                            "s" if len(pending) == 1 else "", verdict.why)
             self.replacement_why = verdict.why
-            self.replacement_not_before = now + ADMIT_EVERY_SECONDS
+            self.replacement_not_before = now + admit_pause()
             return []
         self.replacement_why = ""
         job.to_launch = [k for k in job.to_launch if job.tasks[k] not in pending]

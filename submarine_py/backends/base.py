@@ -56,6 +56,12 @@ class Backend(ABC):
     #: cluster what the backend's status costs (on YARN, a request through the RM's web proxy
     #: and skein's, and the AM's whole report).
     starting_poll_seconds = 0.25
+    #: How often while the job waits for its gang (queued: its AM says what for), and the most
+    #: a following client waits between asks while nothing changes (it reaches that pace after
+    #: ``SETTLE_SECONDS`` of the same report): a job followed by many clients, or for days,
+    #: costs the cluster a few asks a minute, not two a second (issue 44).
+    queued_poll_seconds = 0.25
+    steady_poll_seconds = 0.25
 
     def shared_dir(self, plan: Plan, app_id: str) -> Optional[str]:
         """``SUBM_SHARED_DIR`` of job ``app_id``: a folder every task sees; None where there is none."""
@@ -122,7 +128,8 @@ class Backend(ABC):
         """Block until the job ends; ``on_update`` sees each new status. After ``timeout`` seconds
         :class:`WaitTimeout` (with the last status seen); the job goes on."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        last = None
+        last = seen = None
+        since = time.monotonic()
         while True:
             report = self.status(app_id)
             key = _progress_key(report)
@@ -131,7 +138,9 @@ class Backend(ABC):
                 last = key
             if report.state.is_terminal() and report.final:
                 return report
-            pause = self.starting_poll_seconds if report.phase == Phase.STARTING else self.poll_seconds
+            if key != seen:
+                seen, since = key, time.monotonic()
+            pause = self.pace(report, time.monotonic() - since)
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -139,6 +148,24 @@ class Backend(ABC):
                                       f"it goes on (subm kill {app_id} stops it)", report)
                 pause = min(pause, left)
             time.sleep(pause)
+
+
+    def pace(self, report: JobReport, unchanged_for: float) -> float:
+        """The pause before :meth:`wait` asks again: ``starting_poll_seconds`` while the gang
+        starts, ``queued_poll_seconds`` while it waits for room, else ``poll_seconds`` for the
+        first ``BRISK_SECONDS`` of a report, slowing to ``steady_poll_seconds`` as it stays the
+        same for ``SETTLE_SECONDS``."""
+        if report.phase == Phase.STARTING:
+            return self.starting_poll_seconds
+        if report.waiting_for:
+            return self.queued_poll_seconds
+        settled = min(1.0, max(0.0, unchanged_for - BRISK_SECONDS) / (SETTLE_SECONDS - BRISK_SECONDS))
+        return self.poll_seconds + settled * max(0.0, self.steady_poll_seconds - self.poll_seconds)
+
+
+#: How long a report stays the same before :meth:`Backend.wait` slows down, and before it asks
+#: at its steadiest pace.
+BRISK_SECONDS, SETTLE_SECONDS = 10.0, 60.0
 
 
 def _progress_key(report: JobReport) -> Any:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Dict, List
 
 from ...states import GateState, JobState, Phase
-from ..allocation import ADMIT_EVERY_SECONDS
+from ..allocation import admit_pause
 from .records import Group, Slot, TaskKey, SweepAM
 
 
@@ -76,7 +76,7 @@ def _allocate(am: SweepAM) -> None:
             am.containers.kill(ex_id)
         with am.lock:
             gate.queue(now)
-            gate.not_before = now + ADMIT_EVERY_SECONDS
+            gate.not_before = now + admit_pause(gate.rng)
             if not any(s.alive for s in am.slots.values()):
                 am.finish(JobState.FAILED, f"could not start a trial container: {exc}")
         return

@@ -87,7 +87,7 @@ class LocalRequest:
 
 class LocalBackend(Backend):
     name = "local"
-    poll_seconds = 0.1
+    poll_seconds = queued_poll_seconds = steady_poll_seconds = 0.1
     #: The AM processes this process started, by job: reaped by whichever instance sees the job
     #: end (the Python API asks a new instance for each call).
     _children: Dict[str, subprocess.Popen] = {}

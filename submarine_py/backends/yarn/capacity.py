@@ -15,7 +15,7 @@ import logging
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...admission import Gang, Need, Room, Verdict, admit
+from ...admission import Gang, Need, Room, Verdict, admit, short_in_all
 from ...plan import Plan, TaskPlan
 from ...states import Placement
 from .hadoop.resourcemanager import GPU, ResourceManager, resources_of
@@ -189,7 +189,9 @@ def waiting_gangs(apps: Sequence[Mapping[str, Any]], me: str,
 
 
 class Capacity:
-    """Reads :class:`Room` for one job from the RM (three REST calls)."""
+    """Reads :class:`Room` for one job from the RM (three REST calls: the running nodes, the
+    scheduler's queues, this tool's jobs without what admission does not read), or only what the
+    whole cluster has free (:meth:`free_in_all`, one small call)."""
 
     def __init__(self, rm: ResourceManager, app_id: str, queue: str):
         self.rm = rm
@@ -205,22 +207,50 @@ class Capacity:
         value = rm.conf_value("yarn.scheduler.minimum-allocation-mb")
         self.min_memory_mb = int(value) if value and value.isdigit() else DEFAULT_MIN_MEMORY_MB
         self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
+        #: The room has been read whole at least once (see :meth:`short_in_all`).
+        self.read_whole = False
 
     def room(self) -> Room:
-        listed = self.rm.nodes()
+        listed = self.rm.nodes(running_only=True)
         nodes = node_room(listed)
         scheduler = self.rm.scheduler()
         free, guaranteed, used = queue_room(scheduler, self.queue)
-        apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"])
+        apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"], slim=True)
         for a in apps:
             if a.get("id") == self.app_id:
                 self.started_at = float(a.get("startedTime") or 0) / 1000.0 or self.started_at
                 self.priority = int(a.get("priority") or 0)
                 self.running = int(a.get("runningContainers") or 0)
                 self.reserved_mb = int(a.get("reservedMB") or 0)
+        self.read_whole = True
         return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
                     queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
                     preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
+
+    def short_in_all(self, me: Gang) -> Optional[Verdict]:
+        """No, from the RM's ``/metrics`` alone (:meth:`free_in_all`), when the whole cluster
+        has less free than ``me`` asks: a waiting job costs the RM one small answer a poll, not
+        every node, every queue and every waiting job (issue 44). None (read the room) for the
+        first answer (the room read whole says what else the job waits for, or that it can never
+        fit), for a job the RM counts containers for besides its AM (it may hold some: its own,
+        which the cluster's total counts as used), and where YARN preempts (within its queue's
+        guarantee a gang is asked for whatever is free)."""
+        if not self.read_whole or self.preemption or self.running > 1:
+            return None
+        free = self.free_in_all()
+        return short_in_all(me.needs, free, me.queue) if free is not None else None
+
+    def free_in_all(self) -> Optional[Need]:
+        """What the whole cluster has free (its resources less what is used: reservations count
+        as free, so that this never says less than there is), from the RM's ``/metrics``: one
+        small answer whatever the number of nodes and jobs. None where the RM does not say what
+        it uses (``totalUsedResourcesAcrossPartition``)."""
+        metrics = self.rm.metrics()
+        in_all, used = (metrics.get(k) for k in ("totalClusterResourcesAcrossPartition",
+                                                 "totalUsedResourcesAcrossPartition"))
+        if not in_all or not used:
+            return None
+        return _need(in_all) - _need(used)
 
     def me(self, tasks: Sequence[TaskPlan], submitted_at: float) -> Gang:
         """This job's gang of ``tasks``, ordered as the others see it (after :meth:`room`)."""

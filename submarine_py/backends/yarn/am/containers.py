@@ -138,11 +138,26 @@ class YarnContainers(Containers):
             verdict = self._take_asked(tasks)
             if verdict is not None:
                 return verdict
+        gated = self._short_in_all(tasks)
+        if gated is not None:
+            return gated
         room = self._room()
         if room is None or self.capacity is None:
             return Verdict(True)
         me = self.capacity.me(tasks, self.submitted_at)
         return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+
+    def _short_in_all(self, tasks: Sequence[TaskPlan]) -> Optional[Verdict]:
+        """No from the cluster's metrics alone (``Capacity.short_in_all``), where they say it."""
+        if self.capacity is None:
+            return None
+        try:
+            return self.capacity.short_in_all(self.capacity.me(tasks, self.submitted_at))
+        except CredentialsError as exc:
+            self._room_lost(exc)
+        except Exception as exc:  # the room read whole says what is wrong, if anything
+            log.debug("the cluster's metrics: %s", exc)
+        return None
 
     def _room(self) -> Optional[Room]:
         """The cluster's room as the RM tells it, or None where it cannot be read: admission then

@@ -55,6 +55,9 @@ class YarnBackend(Backend):
     name = "yarn"
     poll_seconds = 0.5
     starting_poll_seconds = 2.0  # 256 tasks starting: 50 -> 13 proxied 256-task reports
+    # Each ask is two requests to the RM (the application, the AM's report through its proxy).
+    queued_poll_seconds = 5.0  # the AM asks admission every ~2 s: a start is seen within ~5 s
+    steady_poll_seconds = 4.0  # a long job's task that ends is seen within 4 s, at 1/8 the load
 
     def __init__(self, rm_urls: Optional[Sequence[str]] = None):
         #: The RMs' URLs; default: the cluster's (``hadoop/addresses.py``).
