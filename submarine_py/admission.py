@@ -98,6 +98,9 @@ class Verdict:
     #: The gang can never fit, even on the cluster emptied (``why`` says what it asks and what
     #: the cluster has): waiting would never end.
     never: bool = False
+    #: Jobs before this one in the line (asked gangs, then older or of higher priority; 0: it
+    #: is the head); None where the verdict did not weigh the line (the cluster's metrics alone).
+    ahead: Optional[int] = 0
 
     @property
     def nodes(self) -> int:
@@ -189,18 +192,19 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
         # which it does only for containers asked for (a job that waited without asking would
         # wait for as long as the other queue's jobs run).
         return Verdict(True, why=f"within queue {me.queue}'s guarantee: YARN preempts for it")
+    older = sum(1 for g in ahead if g.asked or (-g.priority, g.submitted_at, g.job) < mine)
     if blocked_by:
         g = blocked_by[0]
         return Verdict(False, _short(want, free, room, queue_free, me.queue)
                        + f"; {len(blocked_by)} older job{'s' if len(blocked_by) > 1 else ''} waiting first "
-                         f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)")
+                         f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)", ahead=older)
     after = (f"; {len(first)} older job{'s' if len(first) > 1 else ''} ({', '.join(g.job for g in first)}) "
              f"first" if first else "")
     if queue_free is not None and not want.fits_in(queue_free):
-        return Verdict(False, _short(want, free, room, queue_free, me.queue) + after)
+        return Verdict(False, _short(want, free, room, queue_free, me.queue) + after, ahead=older)
     placed = place(me.needs, free, spread=spread)
     if placed is None:
-        return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after)
+        return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after, ahead=older)
     return Verdict(True, placement=tuple(placed))
 
 
@@ -212,7 +216,8 @@ def short_in_all(needs: Sequence[Need], free: Need, queue: str = "") -> Optional
     want = total(needs)
     if want.fits_in(free):
         return None
-    return Verdict(False, _short(want, {"": free}, Room(nodes={}), None, queue) + " (the cluster's metrics)")
+    return Verdict(False, _short(want, {"": free}, Room(nodes={}), None, queue) + " (the cluster's metrics)",
+                   ahead=None)
 
 
 def _never(me: Gang, room: Room) -> str:

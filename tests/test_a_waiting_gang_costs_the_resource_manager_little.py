@@ -147,3 +147,20 @@ def test_a_client_following_a_job_asks_less_often_while_it_waits_and_while_nothi
     assert yarn.pace(queued, 0) == 5.0
     starting = JobReport(app_id="a", name="j", state=JobState.RUNNING, backend="yarn", phase=Phase.STARTING)
     assert yarn.pace(starting, 0) == 2.0
+
+
+def test_a_gang_further_back_in_the_line_asks_less_often_up_to_a_bound():
+    from submarine_py.admission import Gang, Room, admit
+    from submarine_py.am.allocation import ADMIT_SLOWEST
+
+    gpu = Need(1024, 1, 1)
+    older = tuple(Gang(job=f"app_{i}", queue="q", submitted_at=float(i), needs=(gpu,) * 4) for i in range(3))
+    me = Gang(job="app_9", queue="q", submitted_at=9.0, needs=(gpu,) * 4)
+    verdict = admit(me, Room(nodes={"n": Need(8192, 8, 2)}, others=older), now=10.0)
+    assert not verdict.fits and verdict.ahead == 3  # three older gangs before it
+    assert admit(older[0], Room(nodes={"n": Need(8192, 8, 2)}, others=older[1:]), now=10.0).ahead == 0
+    rng = random.Random(1)
+    head, fourth = admit_pause(rng, 0), admit_pause(rng, 3)
+    assert head <= ADMIT_EVERY_SECONDS * (1 + ADMIT_JITTER) and fourth >= 4 * ADMIT_EVERY_SECONDS * (1 - ADMIT_JITTER)
+    assert admit_pause(rng, 500) <= ADMIT_SLOWEST * ADMIT_EVERY_SECONDS * (1 + ADMIT_JITTER)
+    assert short_in_all([gpu] * 4, Need(0, 0, 0)).ahead is None  # the metrics do not weigh the line

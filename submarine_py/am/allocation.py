@@ -38,21 +38,23 @@ log = logging.getLogger("subm.am")
 #: Backoff after a gang given back: the first wait and the cap (seconds); a random share of up
 #: to BACKOFF_JITTER is added so that jobs given back together do not ask together again.
 BACKOFF_FIRST, BACKOFF_CAP, BACKOFF_JITTER = 2.0, 30.0, 0.5
-#: How often a queued job asks the backend whether its gang fits (the RM's REST, on YARN), on
-#: average: each pause is drawn within ADMIT_JITTER of it, so that jobs that began waiting
-#: together (behind the same job, given back by the same preemption) do not ask together.
-ADMIT_EVERY_SECONDS, ADMIT_JITTER = 2.0, 0.25
-
-
-_PACE = random.Random()
-
-
-def admit_pause(rng: Optional[random.Random] = None) -> float:
-    """The pause before a waiting gang asks admission again (:data:`ADMIT_EVERY_SECONDS`)."""
-    return ADMIT_EVERY_SECONDS * (rng or _PACE).uniform(1 - ADMIT_JITTER, 1 + ADMIT_JITTER)
+#: How often the head of the line asks the backend whether its gang fits (the RM's REST, on
+#: YARN), on average: each pause is drawn within ADMIT_JITTER of it, so that jobs that began
+#: waiting together (behind the same job, given back by the same preemption) do not ask
+#: together. A job with older jobs before it in the line asks that many times less often, up to
+#: ADMIT_SLOWEST times: it cannot start before them, and the RM's load grows with the log of the
+#: number of waiting jobs (the sum of 1/position), not with the number.
+ADMIT_EVERY_SECONDS, ADMIT_JITTER, ADMIT_SLOWEST = 2.0, 0.25, 8
 #: How often the AM weighs what the cluster lists for the job against what its tasks use
 #: (:meth:`Allocation.reconcile`): while the job waits (it must hold nothing), and while it runs.
 RECONCILE_QUEUED_SECONDS, RECONCILE_SECONDS = 5.0, 30.0
+_PACE = random.Random()
+
+
+def admit_pause(rng: Optional[random.Random] = None, ahead: int = 0) -> float:
+    """The pause before a waiting gang asks admission again, ``ahead`` older gangs before it."""
+    return ADMIT_EVERY_SECONDS * min(1 + max(0, ahead), ADMIT_SLOWEST) * \
+        (rng or _PACE).uniform(1 - ADMIT_JITTER, 1 + ADMIT_JITTER)
 
 
 @dataclass
@@ -75,6 +77,8 @@ class Gate:
     rng: random.Random = field(default_factory=random.Random)
     #: The state the backend was last told of (:meth:`announce`).
     announced: Optional[GateState] = None
+    #: Older gangs before this one in the line when admission last weighed it (its pace).
+    ahead: int = 0
 
     def announce(self, containers: Containers) -> None:
         """Tell other jobs' admission where this job stands, when that changed
@@ -96,8 +100,10 @@ class Gate:
     def may_ask(self, now: float) -> bool:
         return self.state == GateState.QUEUED and now >= self.not_before
 
-    def refused(self, now: float, why: str) -> None:
-        self.why, self.not_before = why, max(self.not_before, now + admit_pause(self.rng))
+    def refused(self, now: float, why: str, ahead: Optional[int] = 0) -> None:
+        if ahead is not None:  # else the line was not weighed: the place last known holds
+            self.ahead = ahead
+        self.why, self.not_before = why, max(self.not_before, now + admit_pause(self.rng, self.ahead))
 
     def admitted(self, now: float) -> None:
         self.queued_seconds += now - self.waiting_since
@@ -126,7 +132,7 @@ class Gate:
         if not verdict.fits:
             if verdict.why != self.why and not self.why.startswith("gave its"):
                 decide("%s waits, queued: %s", what, verdict.why)
-            self.refused(now, verdict.why)
+            self.refused(now, verdict.why, verdict.ahead)
             return False
         self.admitted(now)
         return True
