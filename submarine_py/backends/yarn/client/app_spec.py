@@ -25,7 +25,7 @@ from ..attempts import am_attempts
 from ..capacity import gang_tag
 from ..hadoop.addresses import AM_RM_URLS_ENV
 from ..protocol import LAUNCH_PAUSE_ENV, TAG
-from .travel import Travel
+from .travel import Travel, choose
 
 #: What containers get of the executor: one file, its modules embedded (executor/bundle.py).
 #: Executors run ``python -S``: standard library only, so the interpreter's site-packages
@@ -93,7 +93,7 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
         setup = f'{interpreters.assign(python)}; [ -x {interpreters.PY} ] || {interpreters.PY_VAR}=$(command -v python3)'
         return {"python": interpreters.PY, "setup": travel.for_am().setup_lines() if travel else setup,
                 "task_setup": setup, "task_env": {}}
-    am_here, _ = runs_submitting_python(plan.job)
+    am_here = choose(plan.job).am_here
     if travel and am_here:  # tasks outside images run it too (in images: docker_script)
         return {"python": interpreters.PY, "setup": travel.for_am().setup_lines(),
                 "task_setup": f"{travel.setup_lines()}\n{travel.task_path_line()}",
@@ -104,20 +104,6 @@ def python_command(plan: Plan, opts: YarnOptions) -> Dict[str, str]:
     setup = f"{interpreters.assign(python)}\n{interpreters.shell_path(python)}"
     return {"python": interpreters.PY, "setup": setup, "task_setup": setup,
             "task_env": {interpreters.WRAPPER_ENV: "1"}}
-
-
-def runs_submitting_python(spec: JobSpec) -> Tuple[bool, bool]:
-    """Whether the AM, and the tasks outside images, run with the interpreter that submits
-    (:func:`python_command`'s choice, read from the spec alone): what is installed here is
-    then what they have (:mod:`submarine_py.extras`). ``environment.python`` names another for
-    both, unless every role is in an image (then it is the images', and the AM runs this one);
-    ``environment.archive`` brings the tasks their own."""
-    env = spec.environment
-    # With every role in an image, environment.python is the images' (docker_script); the AM,
-    # outside them, runs the submitting interpreter.
-    in_images = all(role.docker for role in spec.roles.values())
-    other = bool(env.python) and not in_images and not env.archive
-    return not other, not other and not env.archive
 
 
 def docker_script(plan: Plan) -> str:

@@ -38,7 +38,6 @@ from ..hadoop.webhdfs import ClusterFilesystem, Files
 from ..protocol import REPORT_FILE, TAG
 from . import rules, shared_executor, shipping, travel
 from .app_logs import write_app_logs
-from .app_spec import runs_submitting_python
 from .request import YarnRequest, build_request, require_skein
 from .skein_driver import client_for
 
@@ -102,8 +101,8 @@ class YarnBackend(Backend):
     def check(self, spec: JobSpec) -> List[Problem]:
         """YARN's rules on the spec alone (``rules.py``): no cluster, no skein; and the packages
         its features need where they run with this interpreter (:mod:`submarine_py.extras`)."""
-        am_here, tasks_here = runs_submitting_python(spec)
-        return rules.problems(spec) + extras.missing(spec, am_here=am_here, tasks_here=tasks_here)
+        choice = travel.choose(spec)
+        return rules.problems(spec) + extras.missing(spec, am_here=choice.am_here, tasks_here=choice.tasks_here)
 
     def check_cluster(self, plan: Plan) -> None:
         """Refuse what this cluster can never run, with the numbers, before submitting; on a
@@ -163,7 +162,7 @@ class YarnBackend(Backend):
     def _travel(self, plan: Plan) -> Optional[travel.Travel]:
         """What of the submitting environment travels to the nodes (``travel/``): where the AM
         runs it, unless SUBM_SHIP_ENVIRONMENT=no says the nodes have it at its path."""
-        if not travel.ship_environment() or not runs_submitting_python(plan.job)[0]:
+        if not travel.choose(plan.job).ships:
             return None
         return travel.plan(ClusterFilesystem.from_conf(hadoop_conf_dir()), yarn_user())
 

@@ -42,11 +42,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from .....errors import BackendError
 from .....progress import Meter, size
 from . import layers
+from .choice import SHIP_ENV, Choice, choose, ship_environment
 from .installed import Installed, read
 from ...hadoop.webhdfs import ClusterFilesystem, Files
 
-#: Opting out: "no" when the nodes have the submitting environment at its path.
-SHIP_ENV = "SUBM_SHIP_ENVIRONMENT"
 #: The unpacked parts, in the container's working directory.
 ENV_DIR, BASE_DIR, CODE_DIR, VENV_DIR = "subm-env", "subm-python", "subm-code", ".subm-venv"
 #: A venv's layer i, unpacked in the container's working directory.
@@ -56,12 +55,7 @@ PACKERS, UPLOADERS = 4, 2
 #: Where the parts are kept on the cluster's filesystem, under the user's folder.
 FOLDER = ".subm/environments"
 
-__all__ = ["Part", "Travel", "ship_environment", "plan", "SHIP_ENV", "Installed", "read"]
-
-
-def ship_environment() -> bool:
-    """Whether the submitting environment travels (SUBM_SHIP_ENVIRONMENT is not "no")."""
-    return os.environ.get(SHIP_ENV, "").strip().lower() not in ("no", "0", "false")
+__all__ = ["Part", "Travel", "Choice", "choose", "ship_environment", "plan", "SHIP_ENV", "Installed", "read"]
 
 
 @dataclass(frozen=True)
