@@ -25,7 +25,7 @@ Everything here is pure: inputs in, a verdict out, for tests to drive alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .jobfile.model import Resources
 
@@ -138,6 +138,18 @@ def fewest_nodes(needs: Sequence[Need], nodes: Mapping[str, Need]) -> Optional[i
     return len(set(placed)) if placed is not None else None
 
 
+def line_key(g: Gang) -> Tuple[bool, int, float, str]:
+    """A waiting gang's place in the line: asked gangs first (their containers are arriving),
+    then higher YARN priority, then older, then by id (two jobs of the same millisecond)."""
+    return (not g.asked, -g.priority, g.submitted_at, g.job)
+
+
+def line(gangs: Iterable[Gang]) -> Tuple[Gang, ...]:
+    """The waiting gangs in the order admission takes them (:func:`_admit`): the one line, which
+    ``subm status`` and ``subm queue`` show (``queue_view.py``)."""
+    return tuple(sorted(gangs, key=line_key))
+
+
 def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SECONDS,
           spread: bool = False) -> Verdict:
     """Whether ``me``'s whole gang may be asked for now (:func:`_admit`); when not, the words
@@ -155,8 +167,8 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
            spread: bool = False) -> Verdict:
     """Whether ``me``'s whole gang may be asked for now.
 
-    The jobs waiting (``room.others`` and ``me``) are taken in order: asked gangs first (their
-    containers are arriving), then by priority and age. Each one that fits takes its room (the
+    The jobs waiting (``room.others`` and ``me``) are taken in :func:`line`'s order: asked gangs
+    first (their containers are arriving), then by priority and age. Each one that fits takes its room (the
     room left is what the next one sees); one that does not fit is passed by younger jobs only
     while it has waited less than ``starve_seconds``.
     """
@@ -165,13 +177,12 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
         return Verdict(False, never, never=True)
     free = dict(room.nodes)
     queue_free = room.queue_free
-    ahead = sorted((g for g in room.others if g.job != me.job),
-                   key=lambda g: (not g.asked, -g.priority, g.submitted_at, g.job))
-    mine = (-me.priority, me.submitted_at, me.job)
+    ahead = line(g for g in room.others if g.job != me.job)
+    mine = line_key(me)[1:]
     blocked_by: List[Gang] = []
     first: List[Gang] = []  # older jobs whose gangs fit: they take their room first
     for g in ahead:
-        if not g.asked and (-g.priority, g.submitted_at, g.job) > mine:
+        if not g.asked and line_key(g)[1:] > mine:
             break  # younger (or lower priority) than me: after me
         rest = g.needs[len(g.holding):]  # what it holds is its own already
         placed = place(rest, free)

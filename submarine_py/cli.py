@@ -284,6 +284,25 @@ def cluster(backend: Optional[str], output: str) -> None:
     click.echo(to_json(info) if output == "json" else format_cluster(info))
 
 
+@main.command(name="queue")
+@click.argument("queue_name", metavar="[QUEUE]", required=False)
+@BACKEND_TO_ASK
+@click.option("--output", "-o", "output", type=click.Choice(["text", "json", "prometheus"]), default="text",
+              envvar="SUBM_OUTPUT", show_default=True,
+              help="Text for people, JSON for CI, Prometheus' text format for node_exporter's textfile collector.")
+@login_options
+def queue(queue_name: Optional[str], backend: Optional[str], output: str) -> None:
+    """Show the gangs waiting for room (in QUEUE, else every queue) in the order admission takes
+    them, each with its expected start and the basis of the estimate, and the jobs holding GPUs."""
+    from .queue_view import format_queue, queue_json, queue_prometheus
+
+    view = client.queue(queue_name, backend=backend)
+    if output == "prometheus":
+        click.echo(queue_prometheus(view, [queue_name] if queue_name else ()), nl=False)
+    else:
+        click.echo(to_json(queue_json(view)) if output == "json" else format_queue(view))
+
+
 @main.command()
 @click.argument("app_id")
 @OUTPUT

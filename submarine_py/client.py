@@ -24,15 +24,16 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from .backends import registry
 from .errors import BackendError, SpecError, SubmarineError
-from .report import JobReport
+from .report import JobReport, replace
 
 if TYPE_CHECKING:
     from .backends.base import Backend, Request
+    from .queue_view import QueueView
     from .jobfile.model import JobSpec
     from .plan import Plan
 
-__all__ = ["Job", "Prepared", "cluster", "jobs", "kill", "load", "logs", "prepare", "run", "status", "submit", "wait",
-           "write_logs"]
+__all__ = ["Job", "Prepared", "cluster", "jobs", "kill", "load", "logs", "prepare", "queue", "run", "status", "submit",
+           "wait", "write_logs"]
 
 #: What a report callback gets: each new status while a job is followed.
 OnUpdate = Callable[[JobReport], None]
@@ -200,8 +201,35 @@ def run(job: Job, *, on_update: Optional[OnUpdate] = None) -> JobReport:
 
 @_boundary
 def status(app_id: str) -> JobReport:
-    """The job's report now: state, tasks, diagnostics (``subm status``)."""
-    return _backend_for(app_id).status(app_id)
+    """The job's report now: state, tasks, diagnostics (``subm status``); a job waiting for its
+    gang, its place in its queue's line and when it is expected to start (``report.place``:
+    read only then, where the backend keeps a shared line)."""
+    be = _backend_for(app_id)
+    report = be.status(app_id)
+    if not report.waiting_for or report.final:
+        return report
+    try:
+        view = be.line()
+    except SubmarineError:  # the report stands without its place
+        return report
+    from .queue_view import place_of
+
+    place = place_of(view, app_id) if view is not None else None
+    return replace(report, place=place) if place is not None else report
+
+
+@_boundary
+def queue(queue: Optional[str] = None, *, backend: Optional[str] = None) -> "QueueView":
+    """The line of gangs waiting for room (of ``queue``, else every queue) in admission's order,
+    each with its expected start and its basis, and the running jobs holding GPUs (``subm
+    queue``). A backend with no line shared between users (local): :class:`SpecError`."""
+    name = registry.choose_backend(backend)
+    view = _backend(name).line()
+    if view is None:
+        raise SpecError([("--backend", f"the {name} backend keeps no line shared between users: a local job "
+                                       f"waits on this machine's GPU ledger alone, and `subm status` says "
+                                       f"what it waits for")])
+    return view.of_queue(queue)
 
 
 @_boundary

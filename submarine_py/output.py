@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 from .plan import Plan
+from .queue_view import place_lines
 from .report import Event, JobReport, SweepReport, restart_counts
 from .states import Cause, JobState, Phase, TaskState, TrialState
 from .units import format_memory
@@ -56,6 +58,8 @@ def format_report(report: JobReport) -> str:
     lines = [head]
     if report.waiting_for:
         lines.append(f"Queued, {holding(report)}: {report.waiting_for}")
+        if report.place is not None:
+            lines += place_lines(report.place, time.time())
     elif t.queued_seconds:
         lines.append(f"Queued {t.queued_seconds:.1f} s for room for its gang")
     if report.tensorboard_url:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .states import Cause, JobState, Phase, TaskState, TrialState
 
-__all__ = ["Event", "GpuSummary", "JobReport", "SweepReport", "TaskReport", "Timings", "TrialReport", "replace"]
+__all__ = ["Ahead", "Event", "GpuSummary", "JobReport", "Place", "SweepReport", "TaskReport", "Timings", "TrialReport", "replace"]
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,46 @@ class SweepReport:
                    best=next((t for t in trials if t.number == number), None), planned=int(data.get("planned") or 0))
 
 
+@dataclass(frozen=True)
+class Ahead:
+    """A gang ahead of a waiting job in its queue's line: its id, user, GPUs asked, since when."""
+
+    app_id: str
+    user: Optional[str]
+    gpus: int
+    waiting_since: float
+
+
+@dataclass(frozen=True)
+class Place:
+    """A waiting job's place in its queue's line (``subm status``; ``queue_view.place_of``)."""
+
+    queue: str
+    #: 1: the head of its queue's line.
+    position: int
+    ahead: Tuple[Ahead, ...]
+    #: GPUs free in the cluster now (None: not read), the GPUs its gang asks, the containers it
+    #: asks them in and the fewest nodes those can span on this cluster (None: unknown).
+    free_gpus: Optional[int]
+    gpus: int
+    containers: int
+    nodes: Optional[int]
+    #: When it is expected to start (epoch seconds; None: unknown) and why (``forecast.py``).
+    expected_start: Optional[float]
+    basis: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(asdict(self), ahead=[asdict(a) for a in self.ahead])
+
+    @classmethod
+    def from_dict(cls, data: Optional[Mapping[str, Any]]) -> Optional["Place"]:
+        if not data:
+            return None
+        known = {f.name for f in fields(cls)}
+        return cls(**dict({k: v for k, v in data.items() if k in known},
+                          ahead=tuple(Ahead(**a) for a in data.get("ahead") or ())))
+
+
 def best_of(trial: TrialReport) -> Dict[str, Any]:
     """``best`` as ``--output json`` shows it."""
     return {"number": trial.number, "params": dict(trial.params), "value": trial.value}
@@ -277,6 +317,8 @@ class JobReport:
     restarts_by_cause: Mapping[str, int] = field(default_factory=dict)
     #: timeouts.hang_seconds, where the job set it (what ``quiet_seconds`` of tasks are weighed against).
     hang_seconds: Optional[int] = None
+    #: timeouts.job_seconds, where the job set it (a running job's declared limit: ``forecast.py``).
+    job_seconds: Optional[int] = None
     #: While queued: what the job waits for ("waiting for 4 GPUs: 2 free in queue teamb ...").
     waiting_for: Optional[str] = None
     #: While queued: task containers the cluster still lists for the job (its AM gives them
@@ -290,6 +332,9 @@ class JobReport:
     #: An elastic job's (``docs/elastic.md``): the tasks in each attempt's world, in order
     #: (empty for a job whose roles have a fixed size).
     world_sizes: Tuple[int, ...] = ()
+    #: While waiting: its place in its queue's line and when it is expected to start (added by
+    #: ``subm status`` alone, never by the AM nor by what polls).
+    place: Optional[Place] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -312,7 +357,7 @@ class JobReport:
         }
         # Known where an AM (or YARN) said so; left out otherwise, like the YARN-only keys.
         for key in ("tensorboard_url", "user", "queue", "submitted_at", "started_at", "finished_at", "spec",
-                    "hang_seconds", "waiting_for", "held_containers"):
+                    "hang_seconds", "job_seconds", "waiting_for", "held_containers"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         counts = {k: v for k, v in restart_counts(self.restarts_by_cause).items() if v}
@@ -326,6 +371,8 @@ class JobReport:
             d.update(yarn_state=self.yarn_state, tracking_url=self.tracking_url)
         if self.sweep is not None:
             d["sweep"] = self.sweep.to_dict()
+        if self.place is not None:
+            d["place"] = self.place.to_dict()
         return d
 
     def public(self) -> Dict[str, Any]:
@@ -346,6 +393,8 @@ class JobReport:
             out["waiting_for"] = self.waiting_for
             if self.held_containers:
                 out["held_containers"] = self.held_containers
+            if self.place is not None:
+                out["place"] = self.place.to_dict()
         if self.nodes_spanned:
             out["nodes_spanned"] = list(self.nodes_spanned)
         if self.sweep is not None:
@@ -389,9 +438,11 @@ class JobReport:
             spec=data.get("spec"),
             restarts_by_cause={k: v for k, v in restart_counts(data.get("restarts_by_cause")).items() if v},
             hang_seconds=data.get("hang_seconds"),
+            job_seconds=data.get("job_seconds"),
             waiting_for=data.get("waiting_for"),
             held_containers=data.get("held_containers"),
             nodes_spanned=tuple(int(n) for n in data.get("nodes_spanned") or ()),
             sweep=SweepReport.from_dict(data.get("sweep")),
             world_sizes=tuple(int(n) for n in data.get("world_sizes") or ()),
+            place=Place.from_dict(data.get("place")),
         )

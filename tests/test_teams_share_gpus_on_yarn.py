@@ -183,6 +183,46 @@ def test_a_gang_behind_a_running_job_waits_its_turn_instead_of_failing_at_gang_s
 
 
 @pytest.mark.sharing
+def test_a_waiting_gang_knows_its_place_in_line_and_subm_queue_shows_the_line(tmp_path, shared_tmp_path):
+    go = shared_tmp_path / "go"
+    first = submit(tmp_path, "holder", 4, 300, "teama", marker=go, extra="timeouts: {job_seconds: 600}")
+    wait_running(first)
+    ahead = submit(tmp_path, "line-one", 4, 1, "teama", extra="timeouts: {job_seconds: 300}")
+    behind = submit(tmp_path, "line-two", 4, 1, "teama")
+    # Both AMs up and their gangs read as queued by the RM: an AM's progress reaches the RM at
+    # skein's next heartbeat, seconds later; until then the RM shows skein's own, which
+    # capacity.waiting_gangs reads as a gang asked for (first in the line) for those seconds.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(
+            (app := rm_get(f"/ws/v1/cluster/apps/{a}")["app"])["state"] == "RUNNING" and
+            0 < float(app.get("progress") or 0) < 10 for a in (ahead, behind)):
+        time.sleep(1)
+    while ((waiting := status(behind)).get("place") or {}).get("position") != 2 and time.monotonic() < deadline:
+        time.sleep(1)
+    place = waiting.get("place")
+    assert place, waiting
+    assert place["queue"] == "teama" and place["position"] == 2, place
+    assert [a["app_id"] for a in place["ahead"]] == [ahead] and place["ahead"][0]["gpus"] == 4
+    assert place["gpus"] == 4 and place["free_gpus"] == 2, place
+    # It starts when the one ahead ends, which starts when the holder ends: both declared
+    # job_seconds and have no earlier run in this history.
+    assert place["basis"] == "declared: timeouts.job_seconds" and place["expected_start"], place
+    rc, view, err = run_json("queue", "teama", env=YARN)
+    assert rc == 0, err
+    line = view["queues"]["teama"]
+    assert [w["app_id"] for w in line["waiting"]] == [ahead, behind]
+    assert [w["position"] for w in line["waiting"]] == [1, 2]
+    assert [r["app_id"] for r in line["running"]] == [first] and line["running"][0]["gpus"] == 4
+    rc, text, err = subm("queue", "teama", "--output", "prometheus", env=YARN)
+    assert rc == 0, err
+    assert 'subm_waiting_gangs{queue="teama"} 2' in text and 'subm_waiting_gpus{queue="teama"} 8' in text
+    go.touch()  # the holder ends: the two gangs run, one after the other
+    reports = {app: wait(app) for app in (first, ahead, behind)}
+    assert all(r["state"] == "SUCCEEDED" for r in reports.values()), \
+        {app: r["diagnostics"] for app, r in reports.items()}
+
+
+@pytest.mark.sharing
 def test_a_job_that_waits_longer_than_queue_seconds_fails_naming_the_gpus_it_waited_for(tmp_path):
     first = submit(tmp_path, "hog", 6, 20, "teama")
     wait_running(first)

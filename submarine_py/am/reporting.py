@@ -80,6 +80,7 @@ def build_report(job: JobRun, containers: Containers, *, user: Optional[str], ur
         final=job.phase == Phase.DONE,
         restarts_by_cause={c.value: n for c, n in job.restarts_by_cause.items()},
         hang_seconds=job.plan.job.timeouts.hang_seconds,
+        job_seconds=job.plan.job.timeouts.job_seconds,
         waiting_for=(allocation.waiting_for() or None) if allocation is not None and not job.finishing else None,
         held_containers=allocation.held if allocation is not None and allocation.waiting_for() and not job.finishing
         else None,

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, TextIO, Tuple
 
 from ..errors import WaitTimeout
 from ..jobfile.model import JobSpec
 from ..plan import Plan
 from ..report import JobReport
 from ..states import Phase
+
+if TYPE_CHECKING:
+    from ..queue_view import QueueView
 
 class Request(Protocol):
     """A backend-native request: everything a submission will do, built before doing it."""
@@ -109,6 +112,13 @@ class Backend(ABC):
     def finished_reports(self, known: Set[str]) -> Iterator[JobReport]:
         """The final reports of finished jobs whose ids are not in ``known`` (for history)."""
         return iter(())
+
+    def line(self) -> Optional["QueueView"]:
+        """The gangs waiting for room in every queue, in admission's order, with their expected
+        starts, and the running jobs holding GPUs (``subm queue``, ``subm status`` of a waiting
+        job: read once, never by what polls). None: this backend keeps no line shared between
+        users (locally a job waits on this machine's GPU ledger alone; ``subm status`` says for what)."""
+        return None
 
     @abstractmethod
     def cluster(self) -> Dict[str, Any]:

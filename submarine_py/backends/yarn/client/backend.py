@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, TextIO
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, TextIO
 
 from .... import extras
 from ....errors import AccessDeniedError, BackendError, ClusterLimitError, JobNotFoundError, SpecError
@@ -40,6 +40,9 @@ from . import rules, shared_executor, shipping, travel
 from .app_logs import write_app_logs
 from .request import YarnRequest, build_request, require_skein
 from .skein_driver import client_for
+
+if TYPE_CHECKING:
+    from ....queue_view import QueueView
 
 STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
                 "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
@@ -409,6 +412,12 @@ class YarnBackend(Backend):
         rm = self.rm_now
         nodes = rm.nodes()
         return yarn_cluster(rm.url, nodes, rm.scheduler(), rm.resource_types())
+
+    def line(self) -> "QueueView":
+        """The line of waiting gangs and the jobs holding GPUs (``line.py``: a few requests)."""
+        from .line import read_line
+
+        return read_line(self.rm_now, time.time(), _parse_report)
 
     def logs(self, app_id: str, out: TextIO, role: Optional[str] = None, index: Optional[int] = None,
              follow: bool = False, attempt: Optional[int] = None, tail: Optional[int] = None) -> None:
