@@ -24,7 +24,7 @@ Everything here is pure: inputs in, a verdict out, for tests to drive alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .jobfile.model import Resources
@@ -160,7 +160,7 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
     if verdict.fits or verdict.never or not held:
         return verdict
     words = "; ".join(f"{_words(total(g.holding))} held by {g.job}, which waits itself" for g in held)
-    return Verdict(False, f"{verdict.why}; {words}")
+    return replace(verdict, why=f"{verdict.why}; {words}")
 
 
 def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SECONDS,
@@ -203,7 +203,7 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
         # which it does only for containers asked for (a job that waited without asking would
         # wait for as long as the other queue's jobs run).
         return Verdict(True, why=f"within queue {me.queue}'s guarantee: YARN preempts for it")
-    older = sum(1 for g in ahead if g.asked or (-g.priority, g.submitted_at, g.job) < mine)
+    older = sum(1 for g in ahead if line_key(g) < line_key(me))
     if blocked_by:
         g = blocked_by[0]
         return Verdict(False, _short(want, free, room, queue_free, me.queue)
