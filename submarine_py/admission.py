@@ -168,9 +168,9 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
     """Whether ``me``'s whole gang may be asked for now.
 
     The jobs waiting (``room.others`` and ``me``) are taken in :func:`line`'s order: asked gangs
-    first (their containers are arriving), then by priority and age. Each one that fits takes its room (the
-    room left is what the next one sees); one that does not fit is passed by younger jobs only
-    while it has waited less than ``starve_seconds``.
+    first (their containers are arriving), then by priority and age. Each one that fits takes
+    its room (the room left is what the next one sees); one that does not fit is passed by
+    younger jobs only while it has waited less than ``starve_seconds``.
     """
     never = _never(me, room)
     if never:

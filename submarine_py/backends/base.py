@@ -25,6 +25,7 @@ from ..states import Phase
 if TYPE_CHECKING:
     from ..queue_view import QueueView
 
+
 class Request(Protocol):
     """A backend-native request: everything a submission will do, built before doing it."""
 
@@ -158,7 +159,6 @@ class Backend(ABC):
                                       f"it goes on (subm kill {app_id} stops it)", report)
                 pause = min(pause, left)
             time.sleep(pause)
-
 
     def pace(self, report: JobReport, unchanged_for: float) -> float:
         """The pause before :meth:`wait` asks again: ``starting_poll_seconds`` while the gang

@@ -85,10 +85,12 @@ def view_of(apps: Sequence[Mapping[str, Any]], reports: Mapping[str, Optional[Jo
             holders.append(Holder(app_id, gpus, end, basis))
             shown.append(Running(app_id, a.get("user"), a.get("name"), leaf_queue(str(a.get("queue") or "")),
                                  gpus, end, basis))
+    # Each gang whole, as its tag says (an asked gang's needs are only what it still lacks).
+    wholes = {g.job: parse_gang_tag(by_id[g.job].get("applicationTags")) or g.needs for g in gangs}
     waiters = []
     for g in gangs:
         held = sum(n.gpus for n in g.holding)
-        whole = parse_gang_tag(by_id[g.job].get("applicationTags")) or g.needs
+        whole = wholes[g.job]
         if g.asked:  # an asked gang's needs are what it still lacks
             held = sum(n.gpus for n in whole) - sum(n.gpus for n in g.needs)
         waiters.append(Waiter(g.job, sum(n.gpus for n in g.needs[len(g.holding):]),
@@ -96,8 +98,7 @@ def view_of(apps: Sequence[Mapping[str, Any]], reports: Mapping[str, Optional[Jo
     etas = forecast(waiters, holders, free_gpus, now)
     out = []
     for g, w, eta, pos in zip(gangs, waiters, etas, positions([g.queue for g in gangs])):
-        a = by_id[g.job]
-        whole = parse_gang_tag(a.get("applicationTags")) or g.needs
+        a, whole = by_id[g.job], wholes[g.job]
         report = reports.get(g.job)
         out.append(Waiting(position=pos, app_id=g.job, user=a.get("user"), name=a.get("name"), queue=g.queue,
                            gpus=sum(n.gpus for n in whole), containers=len(whole),

@@ -39,8 +39,9 @@ INFO = "/ws/v1/cluster/info"
 #: Seconds a call waits at least where an RM says it is a standby (an election is under way:
 #: ZooKeeper's session timeout, then the new active's recovery), whatever ``wait_seconds`` says.
 ELECTION_SECONDS = 30.0
-#: What ``apps(slim=True)`` asks the RM to leave out (``deSelects``), the most first: Hadoop 3.2+
-#: knows every field named here, 3.1 only ``resourceRequests`` (and answers 400 to the others).
+#: What ``apps(slim=True)`` asks the RM to leave out (``deSelects``), the most first: 3.1.1 and
+#: 3.4.2 take every field named here; an RM that answers 400 to them is asked to leave out
+#: ``resourceRequests`` alone, the first field YARN knew how to leave out (YARN-6280).
 SLIM_APPS = ("resourceRequests,resourceInfo,timeouts,appNodeLabelExpression,amNodeLabelExpression",
              "resourceRequests")
 
@@ -265,7 +266,7 @@ class ResourceManager:
         return (self._get("/ws/v1/cluster/metrics") or {}).get("clusterMetrics") or {}
 
     def running_nodes(self) -> List[Dict[str, Any]]:
-        return [n for n in self.nodes() if n.get("state") == "RUNNING"]
+        return [n for n in self.nodes(running_only=True) if n.get("state") == "RUNNING"]
 
     def conf_value(self, key: str) -> Optional[str]:
         try:
