@@ -21,7 +21,7 @@ from .errors import JobNotFoundError, SpecError, SubmarineError
 from .output import (format_events, format_list, format_plan, format_progress, format_report, plan_json,
                      public_list, public_report, to_json)
 from .report import JobReport
-from .states import JobState
+from .states import JOB_ENDED, JobState
 
 OUTPUT = click.option("--output", "-o", "output", type=click.Choice(["text", "json"]), default="text",
                       envvar="SUBM_OUTPUT", show_default=True, help="Text for people, JSON for CI.")
@@ -317,7 +317,7 @@ def kill(app_id: str, output: str) -> None:
 @main.command()
 @click.argument("app_id", required=False)
 @click.option("--name", "-n", help="Only jobs of this name (a glob such as 'mnist-*' works).")
-@click.option("--state", "-s", type=click.Choice(["SUCCEEDED", "FAILED", "KILLED"], case_sensitive=False),
+@click.option("--state", "-s", type=click.Choice([s.value for s in JOB_ENDED], case_sensitive=False),
               help="Only jobs that ended so.")
 @click.option("--since", help="Only jobs submitted since: 7d, 12h, 30m, or a date (2026-11-01; UTC).")
 @click.option("--no-collect", is_flag=True, help="Do not first collect jobs that ended unseen.")

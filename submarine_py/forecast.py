@@ -26,6 +26,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .states import JobState
+
 #: The basis of an estimate that has none (the word every unknown basis starts with).
 UNKNOWN = "unknown"
 #: The basis of a start that needs nothing to end first.
@@ -90,7 +92,7 @@ def runs_by_job(rows: Iterable[Mapping[str, Any]]) -> Dict[Tuple[str, str], List
     out: Dict[Tuple[str, str], List[float]] = {}
     for row in rows:
         seconds = run_seconds(row)
-        if row.get("state") == "SUCCEEDED" and seconds is not None and row.get("name"):
+        if row.get("state") == JobState.SUCCEEDED and seconds is not None and row.get("name"):
             out.setdefault((str(row["name"]), str(row.get("user") or "")), []).append(seconds)
     return out
 

@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 from .errors import BackendError, SpecError
 from .home import subm_home
 from .report import JobReport, restart_counts
-from .states import Cause
+from .states import JOB_ENDED, Cause
 
 HISTORY_ENV = "SUBM_HISTORY"
 SUFFIX = ".parquet"
@@ -41,7 +41,8 @@ PART_PREFIX = "part-"
 COMPACT_AT = 64
 #: Part files merged into one once there are this many.
 MAX_PARTS = 16
-FINISHED = ("SUCCEEDED", "FAILED", "KILLED")
+#: The states a job in the history ended in (its rows spell them as plain strings).
+FINISHED = tuple(s.value for s in JOB_ENDED)
 
 
 def _schema():

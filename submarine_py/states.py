@@ -8,8 +8,12 @@ from __future__ import annotations
 from enum import Enum
 
 
-class _Named(str, Enum):
-    """A ``str`` enum whose ``str()`` and f-string form is the bare value ("RUNNING", "gang")."""
+class Named(str, Enum):
+    """A ``str`` enum whose ``str()`` and f-string form is the bare value ("RUNNING", "gang").
+
+    Other systems' words (YARN's, skein's) are spelled with it too, each set once in the module
+    that talks to that system: the same spelling there means another thing.
+    """
 
     def __str__(self) -> str:
         return str(self.value)
@@ -18,7 +22,7 @@ class _Named(str, Enum):
         return format(str(self.value), spec)
 
 
-class JobState(_Named):
+class JobState(Named):
     """A job as subm reports it (YARN's application states, mapped in the YARN backend)."""
 
     ACCEPTED = "ACCEPTED"
@@ -32,10 +36,12 @@ class JobState(_Named):
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED})
+#: The states a job ends in, in the order they are offered (``subm history --state``).
+JOB_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
+_TERMINAL = frozenset(JOB_ENDED)
 
 
-class TaskState(_Named):
+class TaskState(Named):
     """One task (role:index) as the ApplicationMaster sees it."""
 
     PENDING = "PENDING"        # waiting for an executor to register for it
@@ -47,7 +53,7 @@ class TaskState(_Named):
     KILLED = "KILLED"          # stopped because the job was killed
 
 
-class Phase(_Named):
+class Phase(Named):
     """Where the ApplicationMaster is in a job's life."""
 
     QUEUED = "QUEUED"        # waiting for room for the whole gang, holding no task container
@@ -57,7 +63,7 @@ class Phase(_Named):
     DONE = "DONE"            # every executor is gone; the report is final
 
 
-class GateState(_Named):
+class GateState(Named):
     """A gang's way through admission (``am/allocation.py``)."""
 
     QUEUED = "QUEUED"  # holding no task container; asks when the whole gang fits
@@ -65,14 +71,14 @@ class GateState(_Named):
     HELD = "HELD"      # every container granted
 
 
-class Placement(_Named):
+class Placement(Named):
     """Where a gang's tasks go (``placement`` in the job file)."""
 
     PACK = "pack"      # on as few nodes as the free GPUs allow (collectives across machines cost)
     SPREAD = "spread"  # one task per node where possible
 
 
-class RestartPolicy(_Named):
+class RestartPolicy(Named):
     """What a failed task does to the job (``restart.policy`` in the job file)."""
 
     GANG = "gang"    # restart every task, as a new attempt of the gang
@@ -80,7 +86,7 @@ class RestartPolicy(_Named):
     NEVER = "never"  # the first failure fails the job
 
 
-class Cause(_Named):
+class Cause(Named):
     """Why an attempt of a task ended without succeeding, and so which budget its restart spends.
 
     The program's (``failed``, ``hung``) spend ``restart.max_restarts``; the cluster's
@@ -112,7 +118,7 @@ class Cause(_Named):
         return self.value.replace("_", " ")
 
 
-class TrialState(_Named):
+class TrialState(Named):
     """A sweep's trial (docs/sweeps.md)."""
 
     RUNNING = "RUNNING"

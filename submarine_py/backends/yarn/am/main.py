@@ -113,7 +113,7 @@ def _as_report(saved: Optional[Dict[str, Any]]) -> Optional[JobReport]:
 def _repeat_verdict(app, report: Dict[str, Any], report_path: str, attempt: int) -> int:
     """An earlier AM decided the job's end, but skein leaves the application to YARN's next
     attempt unless the attempt was the last (it unregisters only then): say it again at once."""
-    state, diagnostics = str(report.get("state") or "FAILED"), str(report.get("diagnostics") or "")
+    state, diagnostics = str(report.get("state") or JobState.FAILED.value), str(report.get("diagnostics") or "")
     log.info("attempt %d: the job already ended %s; ending the application again", attempt, state)
     events = list(report.get("events") or [])
     events.append({"time": round(time.time(), 3),
@@ -122,7 +122,7 @@ def _repeat_verdict(app, report: Dict[str, Any], report_path: str, attempt: int)
     write_json(report_path, report)
     final = JobState(state) if state in JobState.__members__ else JobState.FAILED
     app.shutdown((final if final.is_terminal() else JobState.FAILED).value, diagnostics[:60000])
-    return 0 if state == "SUCCEEDED" else 1
+    return 0 if state == JobState.SUCCEEDED else 1
 
 
 def main(argv: List[str]) -> int:

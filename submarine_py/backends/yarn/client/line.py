@@ -20,6 +20,7 @@ from ....executor import protocol
 from ....forecast import Expected, Holder, Waiter, expected, expected_end, forecast, runs_by_job
 from ....queue_view import QueueView, Running, Waiting, positions
 from ....report import JobReport
+from ....states import JobState
 from ..capacity import leaf_queue, node_room, node_totals, parse_gang_tag, waiting_gangs
 from ..hadoop.resourcemanager import ResourceManager
 from ..protocol import ASKED_BELOW, TAG
@@ -35,7 +36,7 @@ def history_runs() -> Dict[Tuple[str, str], List[float]]:
     from ....history import History
 
     try:
-        return runs_by_job(History().rows(state="SUCCEEDED"))
+        return runs_by_job(History().rows(state=JobState.SUCCEEDED.value))
     except (SubmarineError, ImportError, OSError) as exc:
         log.debug("no history for the forecast: %s", exc)
         return {}
