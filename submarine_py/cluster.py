@@ -82,9 +82,11 @@ def yarn_queues(scheduler: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def yarn_cluster(rm_url: str, nodes: List[Dict[str, Any]], scheduler: Dict[str, Any],
                  resource_types: List[str]) -> Dict[str, Any]:
+    from .backends.yarn.hadoop.resourcemanager import NodeState
+
     has_gpu = GPU in resource_types
     shaped = yarn_nodes(nodes, has_gpu)
-    running = [n for n in shaped if n["state"] == "RUNNING"]
+    running = [n for n in shaped if n["state"] == NodeState.RUNNING]
 
     def total(key: str) -> Optional[Dict[str, int]]:
         if key == "gpus" and not has_gpu:

@@ -33,7 +33,8 @@ from ..capacity import admit_at_submission, leaf_queue, task_containers_counted
 from ..hadoop import addresses, kerberos, spnego
 from ..hadoop.conf import hadoop_conf_dir
 from ..hadoop.nodemanager import node_log
-from ..hadoop.resourcemanager import GPU, ResourceManager, say, view_refused, withheld, yarn_user
+from ..hadoop.resourcemanager import (APP_ENDED, APP_LIVE, GPU, AppState, FinalStatus, ResourceManager, say,
+                                      view_refused, withheld, yarn_user)
 from ..hadoop.webhdfs import ClusterFilesystem, Files
 from ..protocol import REPORT_FILE, TAG
 from . import rules, shared_executor, shipping, travel
@@ -44,11 +45,13 @@ from .skein_driver import client_for
 if TYPE_CHECKING:
     from ....queue_view import QueueView
 
-STATE_OF_APP = {"NEW": JobState.ACCEPTED, "NEW_SAVING": JobState.ACCEPTED, "SUBMITTED": JobState.ACCEPTED,
-                "ACCEPTED": JobState.ACCEPTED, "RUNNING": JobState.RUNNING, "FAILED": JobState.FAILED,
-                "KILLED": JobState.KILLED}
-#: YARN application states after which nothing changes.
-YARN_ENDED = ("FINISHED", "FAILED", "KILLED")
+#: A YARN application's state (but FINISHED) in subm's words.
+STATE_OF_APP = {AppState.NEW: JobState.ACCEPTED, AppState.NEW_SAVING: JobState.ACCEPTED,
+                AppState.SUBMITTED: JobState.ACCEPTED, AppState.ACCEPTED: JobState.ACCEPTED,
+                AppState.RUNNING: JobState.RUNNING, AppState.FAILED: JobState.FAILED, AppState.KILLED: JobState.KILLED}
+#: A FINISHED application's final status in subm's words (UNDEFINED, or none: FAILED).
+STATE_OF_FINAL = {FinalStatus.SUCCEEDED: JobState.SUCCEEDED, FinalStatus.FAILED: JobState.FAILED,
+                  FinalStatus.KILLED: JobState.KILLED}
 #: Finished jobs whose reports `subm history` reads at a time (finished_reports).
 REPORT_READERS = 8
 
@@ -241,13 +244,13 @@ class YarnBackend(Backend):
         if withheld(app):  # the RM's reduced record, for someone outside the job's view ACL
             raise view_refused(app, app_id)
         yarn_state, state = app.get("state"), _state_of(app)
-        done = state.is_terminal() and yarn_state in YARN_ENDED
+        done = state.is_terminal() and yarn_state in APP_ENDED
         am: Optional[JobReport] = None
-        if yarn_state == "RUNNING":
+        if yarn_state == AppState.RUNNING:
             am = _parse_report(self.rm.proxy_get(app_id, protocol.PATH_STATUS))
         elif done:
             am = _killed_tasks_settled(self._final_report(app))
-        if am is None and not done and yarn_state in ("ACCEPTED", "RUNNING"):
+        if am is None and not done and yarn_state in (AppState.ACCEPTED, AppState.RUNNING):
             # No AM answers: if the last one decided a failure and YARN has another attempt left,
             # that is the end. skein leaves such an application to YARN's next attempt, whose AM
             # only repeats the verdict (am/main.py's _repeat_verdict), seconds later: after the
@@ -259,7 +262,7 @@ class YarnBackend(Backend):
         report = am or JobReport(
             app_id=app_id, name=app.get("name"), state=state,
             # Until the Python AM has published its endpoint, YARN's RUNNING means "AM starting".
-            phase=Phase.STARTING if yarn_state == "RUNNING" else None,
+            phase=Phase.STARTING if yarn_state == AppState.RUNNING else None,
             timings=Timings(total_seconds=_elapsed(app)))
         report = replace(report, app_id=app_id, backend=self.name, final=done, yarn_state=yarn_state,
                          tracking_url=app.get("trackingUrl"))
@@ -298,7 +301,7 @@ class YarnBackend(Backend):
         ACCEPTED until its AM re-registers (seconds); meanwhile the AM and the tasks run on.
         Such a state is waited out (within the RM's wait), not reported as the job's.
         """
-        if app.get("state") != "ACCEPTED" or not app.get("startedTime"):
+        if app.get("state") != AppState.ACCEPTED or not app.get("startedTime"):
             return app
         started_on = self.rm.started_on()
         if not started_on or app["startedTime"] >= started_on:
@@ -312,7 +315,7 @@ class YarnBackend(Backend):
         self.rm.say(f"the YARN ResourceManager restarted; waiting for {app['id']}'s ApplicationMaster to "
                     "register with it again")
         deadline = time.monotonic() + self.rm.wait_seconds
-        while app.get("state") == "ACCEPTED" and time.monotonic() < deadline:
+        while app.get("state") == AppState.ACCEPTED and time.monotonic() < deadline:
             time.sleep(1.0)
             app = self.rm.app(app["id"])
         return app
@@ -364,16 +367,16 @@ class YarnBackend(Backend):
         """What a user who may kill a job but not view it learns of it: YARN's state, once ended."""
         deadline = time.monotonic() + seconds
         app = self.rm.app(app_id)
-        while app.get("state") not in YARN_ENDED and time.monotonic() < deadline:
+        while app.get("state") not in APP_ENDED and time.monotonic() < deadline:
             time.sleep(self.poll_seconds)
             app = self.rm.app(app_id)
         return JobReport(app_id=app_id, name=app.get("name"), state=_state_of(app), backend=self.name,
-                         final=app.get("state") in YARN_ENDED, yarn_state=app.get("state"), user=app.get("user"),
+                         final=app.get("state") in APP_ENDED, yarn_state=app.get("state"), user=app.get("user"),
                          queue=leaf_queue(app["queue"]) if app.get("queue") else None,
                          diagnostics=app.get("diagnostics") or "")
 
     def list(self, include_finished: bool = False) -> List[JobReport]:
-        states = None if include_finished else ["NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"]
+        states = None if include_finished else [s.value for s in APP_LIVE]
         apps = sorted(self.rm.apps(tags=[TAG], states=states), key=lambda a: a.get("startedTime", 0))
         with ThreadPoolExecutor(max_workers=8) as pool:  # attempts: the AM's word, one request per job
             attempts = list(pool.map(self._attempts, apps))
@@ -384,9 +387,9 @@ class YarnBackend(Backend):
     def _attempts(self, app: Dict[str, Any]) -> Optional[int]:
         """The job's attempts so far, from its AM (running) or its report (finished); None
         while the AM is not up yet (or when it left no report)."""
-        if app.get("state") == "RUNNING":
+        if app.get("state") == AppState.RUNNING:
             report = _parse_report(self.rm.proxy_get(app["id"], protocol.PATH_STATUS))
-        elif app.get("state") in YARN_ENDED:
+        elif app.get("state") in APP_ENDED:
             report = self._final_report(app)
         else:
             return None
@@ -397,7 +400,7 @@ class YarnBackend(Backend):
         ``yarn.resourcemanager.max-completed-applications``, 1000 by default), oldest first.
         Each report takes a few requests (the RM, the AM's node): :data:`REPORT_READERS` at a
         time, since the first ``subm history`` on a busy cluster finds hundreds."""
-        apps = self.rm_now.apps(tags=[TAG], states=["FINISHED", "FAILED", "KILLED"], user=yarn_user())
+        apps = self.rm_now.apps(tags=[TAG], states=[s.value for s in APP_ENDED], user=yarn_user())
         ids = [a["id"] for a in sorted(apps, key=lambda a: a.get("startedTime") or 0)
                if a.get("id") and a["id"] not in known]
         if not ids:
@@ -439,10 +442,8 @@ def _killed_tasks_settled(report: Optional[JobReport]) -> Optional[JobReport]:
 
 def _state_of(app: Dict[str, Any]) -> JobState:
     """A YARN application's state in subm's words (ACCEPTED, RUNNING, SUCCEEDED, FAILED, KILLED)."""
-    if app.get("state") == "FINISHED":
-        final = app.get("finalStatus")
-        return JobState(final) if final in JobState.__members__ and JobState(final).is_terminal() \
-            else JobState.FAILED
+    if app.get("state") == AppState.FINISHED:
+        return STATE_OF_FINAL.get(app.get("finalStatus"), JobState.FAILED)
     return STATE_OF_APP.get(app.get("state"), JobState.ACCEPTED)
 
 

@@ -22,7 +22,7 @@ from ....queue_view import QueueView, Running, Waiting, positions
 from ....report import JobReport
 from ....states import JobState
 from ..capacity import leaf_queue, node_room, node_totals, parse_gang_tag, waiting_gangs
-from ..hadoop.resourcemanager import ResourceManager
+from ..hadoop.resourcemanager import AppState, ResourceManager
 from ..protocol import ASKED_BELOW, TAG
 
 log = logging.getLogger("subm.yarn")
@@ -45,11 +45,11 @@ def history_runs() -> Dict[Tuple[str, str], List[float]]:
 def read_line(rm: ResourceManager, now: float, parse: Any,
               runs: Optional[Mapping[Tuple[str, str], Sequence[float]]] = None) -> QueueView:
     """The line and the GPUs held now (``parse``: an AM's JSON as a :class:`JobReport` or None)."""
-    apps = rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"], slim=True)
+    apps = rm.apps(tags=[TAG], states=[AppState.ACCEPTED.value, AppState.RUNNING.value], slim=True)
     listed = rm.nodes(running_only=True)
     free = sum(n.gpus for n in node_room(listed).values()) if listed else None
     totals = node_totals(listed)
-    running = [a for a in apps if a.get("state") == "RUNNING" and parse_gang_tag(a.get("applicationTags"))]
+    running = [a for a in apps if a.get("state") == AppState.RUNNING and parse_gang_tag(a.get("applicationTags"))]
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         reports = dict(zip((a["id"] for a in running),
                            pool.map(lambda a: _report(rm, a["id"], parse), running)))
@@ -76,7 +76,8 @@ def view_of(apps: Sequence[Mapping[str, Any]], reports: Mapping[str, Optional[Jo
     for a in apps:
         needs = parse_gang_tag(a.get("applicationTags"))
         app_id = str(a.get("id"))
-        if not needs or app_id in waiting or a.get("state") != "RUNNING" or float(a.get("progress") or 0) < ASKED_BELOW:
+        if (not needs or app_id in waiting or a.get("state") != AppState.RUNNING
+                or float(a.get("progress") or 0) < ASKED_BELOW):
             continue
         report = reports.get(app_id)
         how_long = _expected(a, report, runs)

@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 import requests
 
 from ....errors import AccessDeniedError, BackendError, CredentialsError, JobNotFoundError, SpecError
+from ....states import Named
 from . import addresses
 from .spnego import http_auth
 
@@ -44,6 +45,40 @@ ELECTION_SECONDS = 30.0
 #: ``resourceRequests`` alone, the first field YARN knew how to leave out (YARN-6280).
 SLIM_APPS = ("resourceRequests,resourceInfo,timeouts,appNodeLabelExpression,amNodeLabelExpression",
              "resourceRequests")
+
+
+class AppState(Named):
+    """YARN's words, not subm's (``states.JobState``): an application's ``state`` in the RM's answers."""
+
+    NEW = "NEW"
+    NEW_SAVING = "NEW_SAVING"
+    SUBMITTED = "SUBMITTED"
+    ACCEPTED = "ACCEPTED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"  # its AM unregistered: ``finalStatus`` says how it ended
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+#: YARN's application states before its end, and after it (then nothing changes).
+APP_LIVE = (AppState.NEW, AppState.NEW_SAVING, AppState.SUBMITTED, AppState.ACCEPTED, AppState.RUNNING)
+APP_ENDED = (AppState.FINISHED, AppState.FAILED, AppState.KILLED)
+
+
+class FinalStatus(Named):
+    """YARN's words: a FINISHED application's ``finalStatus``, as its AM said when it unregistered."""
+
+    UNDEFINED = "UNDEFINED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+class NodeState(Named):
+    """YARN's words: a NodeManager's ``state`` in ``/ws/v1/cluster/nodes``. Only RUNNING is read:
+    the others (NEW, UNHEALTHY, DECOMMISSIONING, DECOMMISSIONED, LOST, REBOOTED, SHUTDOWN) run nothing."""
+
+    RUNNING = "RUNNING"
 
 
 def yarn_user() -> str:
@@ -258,7 +293,7 @@ class ResourceManager:
 
     # -- cluster ------------------------------------------------------------
     def nodes(self, running_only: bool = False) -> List[Dict[str, Any]]:
-        params = {"states": "RUNNING"} if running_only else {}
+        params = {"states": NodeState.RUNNING.value} if running_only else {}
         return ((self._get("/ws/v1/cluster/nodes", **params) or {}).get("nodes") or {}).get("node") or []
 
     def metrics(self) -> Dict[str, Any]:
@@ -266,7 +301,7 @@ class ResourceManager:
         return (self._get("/ws/v1/cluster/metrics") or {}).get("clusterMetrics") or {}
 
     def running_nodes(self) -> List[Dict[str, Any]]:
-        return [n for n in self.nodes(running_only=True) if n.get("state") == "RUNNING"]
+        return [n for n in self.nodes(running_only=True) if n.get("state") == NodeState.RUNNING]
 
     def conf_value(self, key: str) -> Optional[str]:
         try:
@@ -380,7 +415,7 @@ class ResourceManager:
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
         """Kill an application; ``diagnostics`` (3.1+) become YARN's diagnostics of it."""
-        body = {"state": "KILLED", **({"diagnostics": diagnostics} if diagnostics else {})}
+        body = {"state": AppState.KILLED.value, **({"diagnostics": diagnostics} if diagnostics else {})}
         resp = self._request("PUT", f"/ws/v1/cluster/apps/{app_id}/state", json=body)
         if resp.status_code == 404:
             raise JobNotFoundError(f"YARN knows no application {app_id}")
