@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ....am.containers import Ended
 from .exits import KILLED_BY_AM, NM_EXITED, container_end, nm_failure
+from .held import ContainerState
 from ..hadoop.nodemanager import nm_container
 
 log = logging.getLogger("subm.am.yarn")
@@ -84,7 +85,7 @@ class Dropped:
             return True, None
         record = c if c is not None and getattr(c, "yarn_container_id", None) == container else _record(
             executor, container, node_http, c)
-        ended = container_end(record, "FAILED", info)
+        ended = container_end(record, ContainerState.FAILED.value, info)
         if ended.cause is not None:  # the cluster's doing: YARN's report says why
             return True, None
         log.info("executor %s dropped its connection and its NodeManager says container %s ended "

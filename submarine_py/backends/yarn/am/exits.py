@@ -12,6 +12,7 @@ from ....am.containers import Ended
 from ....refusals import refusal
 from ....states import Cause
 from ..hadoop.nodemanager import nm_container, node_log
+from .held import ContainerState
 
 #: YARN diagnostics are kept to their end (where the NodeManager puts the stderr tail).
 MAX_DIAGNOSTICS = 2000
@@ -55,7 +56,7 @@ def container_end(c: Any, state: str, info: Optional[Dict[str, Any]] = None) -> 
         reason = "; ".join(x for x in (message, reason) if x)
     code = int(code) if code not in (None, NO_EXIT_STATUS) else None
     cause = cluster_cause(code, f"{message} {reason}")  # YARN's words only, not the log's
-    if state == "FAILED" and cause is None and c.yarn_node_http_address and c.yarn_container_id:
+    if state == ContainerState.FAILED and cause is None and c.yarn_node_http_address and c.yarn_container_id:
         # skein sends the script's output to <service>.log, not the stderr YARN quotes (not
         # asked where the cluster took the container: its log does not say why).
         tail = node_log(c.yarn_node_http_address, c.yarn_container_id, f"{c.service_name}.log", timeout=2.0)
@@ -70,7 +71,7 @@ def container_end(c: Any, state: str, info: Optional[Dict[str, Any]] = None) -> 
     started = c.start_time.timestamp() if getattr(c, "start_time", None) else None
     # A refusal of the node (container-executor's or Docker's words in the NodeManager's
     # diagnostics, or the launch line's in the log): the AM fails the job at once.
-    refused = refusal(code, reason) if state == "FAILED" else ""
+    refused = refusal(code, reason) if state == ContainerState.FAILED else ""
     return Ended(c.id, code, f"{words}: {reason}" if reason else words, role=c.service_name,
                  started_at=started, refusal=refused, cause=cause)
 
@@ -80,7 +81,7 @@ def refused_at_node(c: Any) -> Optional[Ended]:
     info = nm_container(c.yarn_node_http_address, c.yarn_container_id, timeout=1.0)
     if nm_failure(info) is None:
         return None
-    ended = container_end(c, "FAILED", info)
+    ended = container_end(c, ContainerState.FAILED.value, info)
     return ended if ended.refusal else None
 
 

@@ -9,11 +9,24 @@ import logging
 from typing import Any, Collection, List, Mapping, Optional
 
 from ....am.containers import Held
+from ....states import Named
 
 log = logging.getLogger("subm.am.yarn")
 
+
+class ContainerState(Named):
+    """skein's words (``skein.model.ContainerState``), not a task's: a container's state in its records."""
+
+    WAITING = "WAITING"
+    REQUESTED = "REQUESTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
 #: skein's states of a container the application holds or has asked for.
-HELD_STATES = ("WAITING", "REQUESTED", "RUNNING")
+HELD_STATES = (ContainerState.WAITING, ContainerState.REQUESTED, ContainerState.RUNNING)
 #: A container given back this recently and still listed is the cluster catching up; listed
 #: longer, it is given back again.
 GIVE_BACK_SECONDS = 10.0
@@ -25,7 +38,7 @@ def held_containers(app: Any, services: Collection[str], aside: Collection[str],
     ``HELD_STATES``, less those kept ``aside`` for a launch to come; None where skein does not
     answer."""
     try:
-        found = app.get_containers(services=list(services), states=list(HELD_STATES))
+        found = app.get_containers(services=list(services), states=[s.value for s in HELD_STATES])
     except Exception as exc:
         log.debug("get_containers: %s", exc)
         return None
