@@ -101,6 +101,10 @@ class Verdict:
     #: Jobs before this one in the line (asked gangs, then older or of higher priority; 0: it
     #: is the head); None where the verdict did not weigh the line (the cluster's metrics alone).
     ahead: Optional[int] = 0
+    #: The AM that decided it for the whole line (the steward, ``backends/yarn/am/steward.py``:
+    #: the verdict cost the RM nothing more, so the gang asks again at the head's pace); "":
+    #: decided by the gang's own AM.
+    told_by: str = ""
 
     @property
     def nodes(self) -> int:
@@ -155,7 +159,10 @@ def admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_SE
     """Whether ``me``'s whole gang may be asked for now (:func:`_admit`); when not, the words
     also name what jobs that wait themselves still hold (a GPU a waiting job holds is no one's
     use: its AM gives it back within seconds, and if it does not, here is whom to ask)."""
-    verdict = _admit(me, room, now=now, starve_seconds=starve_seconds, spread=spread)
+    return _held_words(_admit(me, room, now=now, starve_seconds=starve_seconds, spread=spread), me, room)
+
+
+def _held_words(verdict: Verdict, me: Gang, room: Room) -> Verdict:
     held = [g for g in room.others if g.job != me.job and g.holding and not g.asked]
     if verdict.fits or verdict.never or not held:
         return verdict
@@ -175,48 +182,87 @@ def _admit(me: Gang, room: Room, *, now: float, starve_seconds: float = STARVE_S
     never = _never(me, room)
     if never:
         return Verdict(False, never, never=True)
-    free = dict(room.nodes)
-    queue_free = room.queue_free
-    ahead = line(g for g in room.others if g.job != me.job)
+    walk = _Walk(room, me.queue, now, starve_seconds)
     mine = line_key(me)[1:]
-    blocked_by: List[Gang] = []
-    first: List[Gang] = []  # older jobs whose gangs fit: they take their room first
+    ahead = line(g for g in room.others if g.job != me.job)
     for g in ahead:
         if not g.asked and line_key(g)[1:] > mine:
             break  # younger (or lower priority) than me: after me
-        rest = g.needs[len(g.holding):]  # what it holds is its own already
-        placed = place(rest, free)
-        same_queue = queue_free is not None and g.queue == me.queue
-        if placed is not None and (not same_queue or total(rest).fits_in(queue_free)):
-            for node, need in zip(placed, rest):
-                free[node] = free[node] - need
-            if same_queue:
-                queue_free = queue_free - total(rest)
-            first.append(g)
-            continue
-        if g.asked or now - g.submitted_at >= starve_seconds:
-            blocked_by.append(g)
-    want = total(me.needs)
-    if (room.preemption and room.queue_used is not None and room.queue_guaranteed is not None
-            and (room.queue_used + want).fits_in(room.queue_guaranteed)):
-        # Within its queue's guarantee: YARN preempts other queues' containers to make the room,
-        # which it does only for containers asked for (a job that waited without asking would
-        # wait for as long as the other queue's jobs run).
-        return Verdict(True, why=f"within queue {me.queue}'s guarantee: YARN preempts for it")
+        walk.take(g)
     older = sum(1 for g in ahead if line_key(g) < line_key(me))
-    if blocked_by:
-        g = blocked_by[0]
-        return Verdict(False, _short(want, free, room, queue_free, me.queue)
-                       + f"; {len(blocked_by)} older job{'s' if len(blocked_by) > 1 else ''} waiting first "
-                         f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)", ahead=older)
-    after = (f"; {len(first)} older job{'s' if len(first) > 1 else ''} ({', '.join(g.job for g in first)}) "
-             f"first" if first else "")
-    if queue_free is not None and not want.fits_in(queue_free):
-        return Verdict(False, _short(want, free, room, queue_free, me.queue) + after, ahead=older)
-    placed = place(me.needs, free, spread=spread)
-    if placed is None:
-        return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after, ahead=older)
-    return Verdict(True, placement=tuple(placed))
+    return walk.verdict(me, older, spread)
+
+
+class _Walk:
+    """The room as the line uses it up, gang after gang in :func:`line`'s order, as a gang of
+    ``queue`` sees it (its queue's room is counted for gangs of its queue only): what
+    :func:`_admit` weighs for one gang and :func:`decide_line` for every gang of a queue."""
+
+    def __init__(self, room: Room, queue: str, now: float, starve_seconds: float):
+        self.room, self.queue, self.now, self.starve_seconds = room, queue, now, starve_seconds
+        self.free: Dict[str, Need] = dict(room.nodes)
+        self.queue_free = room.queue_free
+        #: Older jobs whose gangs fit (they take their room first), and those nobody passes.
+        self.first: List[Gang] = []
+        self.blocked_by: List[Gang] = []
+
+    def take(self, g: Gang) -> None:
+        """``g`` goes before those after it: its room is taken if it fits, else it blocks them
+        once it is asked or starving."""
+        rest = g.needs[len(g.holding):]  # what it holds is its own already
+        placed = place(rest, self.free)
+        same_queue = self.queue_free is not None and g.queue == self.queue
+        if placed is not None and (not same_queue or total(rest).fits_in(self.queue_free)):
+            for node, need in zip(placed, rest):
+                self.free[node] = self.free[node] - need
+            if same_queue:
+                self.queue_free = self.queue_free - total(rest)
+            self.first.append(g)
+        elif g.asked or self.now - g.submitted_at >= self.starve_seconds:
+            self.blocked_by.append(g)
+
+    def verdict(self, me: Gang, older: int, spread: bool) -> Verdict:
+        """``me``'s verdict after the gangs before it took their room (``older`` of them)."""
+        room, free, queue_free, now = self.room, self.free, self.queue_free, self.now
+        want = total(me.needs)
+        if (room.preemption and room.queue_used is not None and room.queue_guaranteed is not None
+                and (room.queue_used + want).fits_in(room.queue_guaranteed)):
+            # Within its queue's guarantee: YARN preempts other queues' containers to make the room,
+            # which it does only for containers asked for (a job that waited without asking would
+            # wait for as long as the other queue's jobs run).
+            return Verdict(True, why=f"within queue {me.queue}'s guarantee: YARN preempts for it")
+        if self.blocked_by:
+            g, n = self.blocked_by[0], len(self.blocked_by)
+            return Verdict(False, _short(want, free, room, queue_free, me.queue)
+                           + f"; {n} older job{'s' if n > 1 else ''} waiting first "
+                             f"({g.job}, {_words(total(g.needs))}, waiting {now - g.submitted_at:.0f} s)", ahead=older)
+        first = self.first
+        after = (f"; {len(first)} older job{'s' if len(first) > 1 else ''} ({', '.join(g.job for g in first)}) "
+                 f"first" if first else "")
+        if queue_free is not None and not want.fits_in(queue_free):
+            return Verdict(False, _short(want, free, room, queue_free, me.queue) + after, ahead=older)
+        placed = place(me.needs, free, spread=spread)
+        if placed is None:
+            return Verdict(False, _short(want, free, room, queue_free, me.queue, per_node=True) + after, ahead=older)
+        return Verdict(True, placement=tuple(placed))
+
+
+def decide_line(rooms: Mapping[str, Room], *, now: float, starve_seconds: float = STARVE_SECONDS) -> Dict[str, Verdict]:
+    """Every waiting gang's verdict at once, as :func:`admit` gives each (packed): the steward's
+    decision for the whole line (``backends/yarn/am/steward.py``). ``rooms``: per queue, its
+    room, whose ``others`` are every waiting gang (asked ones too), the same in each. One walk
+    down the line per queue instead of one per gang: the room the gangs before a gang leave is
+    what its own :func:`admit` computes, so the verdicts are the same."""
+    out: Dict[str, Verdict] = {}
+    for queue, room in rooms.items():
+        walk = _Walk(room, queue, now, starve_seconds)
+        for older, g in enumerate(line(room.others)):
+            if not g.asked and g.queue == queue:
+                never = _never(g, room)
+                out[g.job] = _held_words(Verdict(False, never, never=True) if never
+                                         else walk.verdict(g, older, spread=False), g, room)
+            walk.take(g)
+    return out
 
 
 def short_in_all(needs: Sequence[Need], free: Need, queue: str = "") -> Optional[Verdict]:
