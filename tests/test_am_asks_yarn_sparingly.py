@@ -46,7 +46,7 @@ class FakeApp:
 def yarn(monkeypatch):
     monkeypatch.setattr(yarn_exits, "nm_container", lambda *a, **k: {"exitCode": 1, "diagnostics": ""})
     monkeypatch.setattr(yarn_exits, "node_log", lambda *a, **k: b"")
-    monkeypatch.setattr(yarn_containers, "_nm_answers", lambda node_http, timeout=1.0: node_http != "dead:8042")
+    monkeypatch.setattr(yarn_containers, "nm_answers", lambda node_http, timeout=1.0: node_http != "dead:8042")
     plan = make_plan(spec_from_dict({"name": "t", "roles": {"worker": {"instances": 2, "command": "x"}}}))
     app = FakeApp([container("worker_0", "RUNNING"), container("worker_1", "RUNNING", node="dead:8042")])
     return YarnContainers(app, plan, user="alice"), app

@@ -80,6 +80,10 @@ class StubAM:
 
         return call
 
+    @property
+    def containers(self):  # what the backend serves other AMs (YARN: the line's verdicts)
+        return SimpleNamespace(answer=lambda path, query: {"verdict": None} if path == protocol.PATH_LINE else None)
+
     def report(self):
         self.calls.append("report")
         return SimpleNamespace(to_dict=lambda: {"state": "RUNNING"})
@@ -101,7 +105,7 @@ def test_every_path_the_am_serves_is_in_the_protocol_and_every_one_is_served():
             except urllib.error.HTTPError as exc:
                 return exc.code
 
-        gets = {protocol.PATH_AM, protocol.PATH_STATUS, protocol.PATH_NEXT}
+        gets = {protocol.PATH_AM, protocol.PATH_STATUS, protocol.PATH_NEXT, protocol.PATH_LINE}
         for path in PATHS.values():
             method = "GET" if path in gets else "POST"
             query = "?executor=ex-1&after=0&wait=0" if path == protocol.PATH_NEXT else ""

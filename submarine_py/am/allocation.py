@@ -43,7 +43,8 @@ BACKOFF_FIRST, BACKOFF_CAP, BACKOFF_JITTER = 2.0, 30.0, 0.5
 #: waiting together (behind the same job, given back by the same preemption) do not ask
 #: together. A job with older jobs before it in the line asks that many times less often, up to
 #: ADMIT_SLOWEST times: it cannot start before them, and the RM's load grows with the log of the
-#: number of waiting jobs (the sum of 1/position), not with the number.
+#: number of waiting jobs (the sum of 1/position), not with the number. A gang whose verdict the
+#: line's steward told (``Verdict.told_by``: no RM read of its own) asks at the head's pace.
 ADMIT_EVERY_SECONDS, ADMIT_JITTER, ADMIT_SLOWEST = 2.0, 0.25, 8
 #: How often the AM weighs what the cluster lists for the job against what its tasks use
 #: (:meth:`Allocation.reconcile`): while the job waits (it must hold nothing), and while it runs.
@@ -132,7 +133,8 @@ class Gate:
         if not verdict.fits:
             if verdict.why != self.why and not self.why.startswith("gave its"):
                 decide("%s waits, queued: %s", what, verdict.why)
-            self.refused(now, verdict.why, verdict.ahead)
+            # A verdict the line's steward told cost the RM nothing: asked again at the head's pace.
+            self.refused(now, verdict.why, 0 if verdict.told_by else verdict.ahead)
             return False
         self.admitted(now)
         return True

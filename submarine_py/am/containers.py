@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..plan import TaskPlan
 from ..states import Cause, GateState, JobState, Placement
@@ -163,6 +163,12 @@ class Containers(ABC):
 
     def set_status_url(self, url: str) -> None:
         """Make the AM's status page reachable (YARN: the tracking URL)."""
+
+    def answer(self, path: str, query: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+        """What this backend serves other jobs' AMs on the AM's endpoint, open and read-only as
+        the status page (YARN: the line's verdicts, ``backends/yarn/am/steward.py``); None: no
+        such path here."""
+        return None
 
     def finish(self, state: JobState, diagnostics: str) -> None:
         """Record the job's final state with the cluster manager."""

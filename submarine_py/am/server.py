@@ -188,6 +188,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/", "/status", "/index.html") or path.endswith("/status"):
             html = render("status.html.j2", report=self.master.report())
             return self._reply(200, html, "text/html")
+        served = self.master.containers.answer(path, {k: v[0] for k, v in parse_qs(url.query).items()})
+        if served is not None:
+            return self._reply(200, served)
         self._reply(404, {"error": f"no such path {url.path}"})
 
     def do_POST(self) -> None:  # noqa: N802

@@ -67,6 +67,7 @@ PATH_KILL = "/v1/kill"  #: POST: kill the job (the local backend's ``subm kill``
 # -- ... and what is open to read (also through the RM's proxy, hence matched by their end)
 PATH_AM = "/v1/am"  #: GET: the AM's address (AM_DISCOVERY)
 PATH_STATUS = "/v1/status"  #: GET: the job's report, as JSON
+PATH_LINE = "/v1/line"  #: GET: (YARN) another AM asks the line's steward its verdict (``backends/yarn/protocol.py``)
 
 
 def encode_links(links):

@@ -209,6 +209,8 @@ class Capacity:
         self.preemption = (rm.conf_value("yarn.resourcemanager.scheduler.monitor.enable") or "").lower() == "true"
         #: The room has been read whole at least once (see :meth:`short_in_all`).
         self.read_whole = False
+        #: This tool's applications as the last whole read listed them (who may steward the line).
+        self.listed: List[Dict[str, Any]] = []
 
     def room(self) -> Room:
         listed = self.rm.nodes(running_only=True)
@@ -222,7 +224,7 @@ class Capacity:
                 self.priority = int(a.get("priority") or 0)
                 self.running = int(a.get("runningContainers") or 0)
                 self.reserved_mb = int(a.get("reservedMB") or 0)
-        self.read_whole = True
+        self.read_whole, self.listed = True, apps
         return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
                     queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
                     preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))

@@ -3,6 +3,23 @@ AMs find each other (its tag, its gang's tag, the progress that tells where its 
 what the job file says of its gang, where the AM leaves its report, and a test's hook passed to
 the AM. Imported by the submitting side (``client/``), the AM's (``am/``) and what both share
 (``capacity.py``, ``attempts.py``); it imports nothing.
+
+The protocol between AMs (gang admission, ``admission.py``), all of it:
+
+1. At submission each job says its gang in a tag (:data:`GANG_TAG`, ``capacity.gang_tag``) and
+   carries :data:`TAG`; YARN keeps tags for the application's life, and every AM reads them.
+2. Its AM says where its gang stands in the application's progress (:data:`PROGRESS`: queued,
+   asked, held; the RM shows it to every AM as a percentage, read with :data:`QUEUED_BELOW`
+   and :data:`ASKED_BELOW`). A job ACCEPTED (no AM yet) or at 0 waits.
+3. From those two every AM can order the line (``admission.line``) and weigh the room.
+4. The oldest application whose AM is up (RUNNING; oldest by id) is the line's steward
+   (``am/steward.py``): a waiting AM finds that AM's address (``status_url``) in the report it
+   leaves in its log folder (:data:`REPORT_FILE`, served by its NodeManager), and asks
+   ``GET <status_url>`` ``PATH_LINE`` (``executor/protocol.py``, where every path of the AM's endpoint is) ``?app=<its id>&spread=0|1``. The answer (JSON):
+   ``{"steward": its id, "read_at": epoch seconds of its round or null, "verdict": null or
+   {"fits", "why", "placement", "never", "ahead", "told_by"}}`` (``steward.to_wire``). null:
+   not read yet, or the app is not in its round: the asking AM decides alone that poll, as it
+   does where no steward answers. The path is open and read-only, as the status page.
 """
 from __future__ import annotations
 

@@ -14,39 +14,34 @@ ones too, to release those YARN places there.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ....errors import CredentialsError
 from ....executor import protocol
+from ....executor.protocol import PATH_LINE
 from ....plan import Plan, TaskPlan
 from ....admission import Room, Verdict, admit
 from ....am.containers import Containers, Ended, Held
 from ....states import GateState, JobState, Placement
 from ..capacity import Capacity, not_granted, room_words
 from ..protocol import LAUNCH_PAUSE_ENV, PROGRESS, UNPACKING_LOG
+from .steward import Steward, Stewardship
 from .dropped import Dropped
 from .exits import container_end, refused_at_node
-from .held import held_containers
-from ..hadoop.addresses import current_trust, nm_url
-from ..hadoop.nodemanager import nm_container
+from .held import CONTAINER_ENDED, held_containers
+from ..hadoop.addresses import nm_url
+from ..hadoop.nodemanager import STILL_LOCALIZING, log_files, nm_answers, nm_container
 from ..hadoop.resourcemanager import ResourceManager, yarn_user
 
 log = logging.getLogger("subm.am.yarn")
 POLL_SECONDS = 0.5
-#: skein's ``ContainerState`` values of a container that has ended (skein's states, not a job's).
-CONTAINER_ENDED = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
-#: A NodeManager's states of a container it has not started yet (its REST API's words).
-STILL_LOCALIZING = frozenset({"NEW", "LOCALIZING", "SCHEDULED"})
 
 
-def _log_files(container: Dict[str, Any]) -> List[str]:
-    """The log files a NodeManager lists for a container (``containerLogFiles``)."""
-    files = container.get("containerLogFiles") or []
-    return [str(f) for f in files] if isinstance(files, list) else [str(files)]
 #: How long a machine whose executors fell silent is kept out of the job (YARN's own NodeManager
 #: expiry is 10 minutes), unless its NodeManager answers again.
 AVOID_SECONDS = 600
@@ -60,13 +55,18 @@ class YarnContainers(Containers):
     queues_requests = True
 
     def __init__(self, app, plan: Plan, user: Optional[str] = None, rm: Optional[ResourceManager] = None,
-                 app_id: str = "", submitted_at: Optional[float] = None, gang_asked: bool = False):
+                 app_id: str = "", submitted_at: Optional[float] = None, gang_asked: bool = False,
+                 stewardship: Optional[Stewardship] = None):
         self.app = app
         self.plan = plan
         self.user = user or yarn_user()
         self.rm = rm
         #: Room for the gang, from the RM (None without one: every gang is admitted at once).
         self.capacity = Capacity(rm, app_id, plan.job.queue) if rm is not None and app_id else None
+        #: How this AM learns its gang's verdict from the line's steward, and stewards itself
+        #: when it is the oldest (``steward.py``; issue 44).
+        self.stewardship = stewardship or (Stewardship(app_id, Steward(rm, app_id, self.capacity))
+                                           if rm is not None and self.capacity is not None else None)
         self.submitted_at = submitted_at or time.time()
         self.capacity_failed = False
         self.containers: Dict[str, object] = {}
@@ -118,12 +118,9 @@ class YarnContainers(Containers):
     def _fresh(self) -> None:
         """Every container as skein sees it, for a diagnostic: asked at most once per poll
         interval (a gang timeout describes each missing task and role in a row)."""
-        if time.monotonic() - self.refreshed_at < POLL_SECONDS:
-            return
-        try:
-            self._refresh()
-        except Exception:
-            pass
+        if time.monotonic() - self.refreshed_at >= POLL_SECONDS:
+            with contextlib.suppress(Exception):
+                self._refresh()
 
     def _address(self, executor: str) -> Tuple[Optional[str], Optional[str]]:
         """(YARN container id, NodeManager web address) of an executor's container, if known."""
@@ -138,6 +135,9 @@ class YarnContainers(Containers):
             verdict = self._take_asked(tasks)
             if verdict is not None:
                 return verdict
+        told = self._told(tasks, placement)
+        if told is not None:
+            return told
         gated = self._short_in_all(tasks)
         if gated is not None:
             return gated
@@ -146,6 +146,15 @@ class YarnContainers(Containers):
             return Verdict(True)
         me = self.capacity.me(tasks, self.submitted_at)
         return admit(me, room, now=time.time(), spread=placement == Placement.SPREAD)
+
+    def _told(self, tasks: Sequence[TaskPlan], placement: Placement) -> Optional[Verdict]:
+        """The verdict the line's steward told (``Stewardship.told``); None: decide alone."""
+        if self.stewardship is None or self.capacity is None:
+            return None
+        return self.stewardship.told(self.capacity, tasks, self.plan.tasks, placement == Placement.SPREAD)
+
+    def answer(self, path: str, query: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+        return self.stewardship.own.answer(query) if path == PATH_LINE and self.stewardship is not None else None
 
     def _short_in_all(self, tasks: Sequence[TaskPlan]) -> Optional[Verdict]:
         """No from the cluster's metrics alone (``Capacity.short_in_all``), where they say it."""
@@ -165,7 +174,10 @@ class YarnContainers(Containers):
         if self.capacity is None:
             return None
         try:
-            return self.capacity.room()
+            room = self.capacity.room()
+            if self.stewardship is not None:
+                self.stewardship.learn(self.capacity.listed)
+            return room
         except CredentialsError as exc:  # the job's RM delegation token is past its lifetime
             self._room_lost(exc)
         except Exception as exc:  # the RM's REST unreachable or refused: ask YARN as before
@@ -360,7 +372,7 @@ class YarnContainers(Containers):
         since = self.avoided.get(host) if host else None
         if since is None:
             return None
-        if time.monotonic() - since > AVOID_SECONDS or _nm_answers(c.yarn_node_http_address):
+        if time.monotonic() - since > AVOID_SECONDS or nm_answers(c.yarn_node_http_address):
             log.info("node %s answers again: no longer avoided", host)
             del self.avoided[host]
             return None
@@ -382,7 +394,7 @@ class YarnContainers(Containers):
             self._container(executor)
         node_http = self._address(executor)[1]
         host = _host(node_http)
-        if host and not _nm_answers(node_http):
+        if host and not nm_answers(node_http):
             log.warning("node %s does not answer: keeping replacements off it", host)
             self.avoided.setdefault(host, time.monotonic())
         self.kill(executor)
@@ -397,7 +409,7 @@ class YarnContainers(Containers):
             seen = nm_container(node, container, timeout=1.0) if node and container else {}
             if str(seen.get("state", "")).upper() in STILL_LOCALIZING:
                 out.append(f"container {executor} on {_host(node)} is being localized")
-            elif UNPACKING_LOG in _log_files(seen):  # its launch unpacks the environment's layers
+            elif UNPACKING_LOG in log_files(seen):  # its launch unpacks the environment's layers
                 out.append(f"container {executor} on {_host(node)} is unpacking the environment's layers")
         return out
 
@@ -485,14 +497,3 @@ class YarnContainers(Containers):
 
 def _host(node_http: Optional[str]) -> Optional[str]:
     return node_http.rsplit(":", 1)[0] if node_http else None
-
-
-def _nm_answers(node_http: str, timeout: float = 1.0) -> bool:
-    """Whether a NodeManager's web API answers (a dead machine does not)."""
-    import requests
-
-    try:
-        return requests.get(f"{nm_url(node_http)}/ws/v1/node/info", timeout=timeout,
-                            verify=current_trust().bundle or True).status_code < 500
-    except requests.RequestException:
-        return False

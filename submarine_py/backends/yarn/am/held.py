@@ -25,6 +25,8 @@ class ContainerState(Named):
     KILLED = "KILLED"
 
 
+#: skein's states of a container that has ended (as skein's API takes and gives them: strings).
+CONTAINER_ENDED = frozenset(s.value for s in (ContainerState.SUCCEEDED, ContainerState.FAILED, ContainerState.KILLED))
 #: skein's states of a container the application holds or has asked for.
 HELD_STATES = (ContainerState.WAITING, ContainerState.REQUESTED, ContainerState.RUNNING)
 #: A container given back this recently and still listed is the cluster catching up; listed

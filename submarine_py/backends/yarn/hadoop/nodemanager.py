@@ -15,6 +15,10 @@ from . import addresses
 from .spnego import http_auth
 
 
+#: A NodeManager's states of a container it has not started yet (its REST API's words).
+STILL_LOCALIZING = frozenset({"NEW", "LOCALIZING", "SCHEDULED"})
+
+
 class LogRefused(BackendError):
     """A NodeManager that has a container's log file answered a server error instead of it."""
 
@@ -184,3 +188,18 @@ def nm_container(node_http: str, container_id: str, timeout: float = 5.0) -> Dic
         return (resp.json() or {}).get("container") or {} if resp.status_code == 200 else {}
     except (requests.RequestException, ValueError):
         return {}
+
+
+def log_files(container: Dict[str, Any]) -> List[str]:
+    """The log files a NodeManager lists for a container (``containerLogFiles``)."""
+    files = container.get("containerLogFiles") or []
+    return [str(f) for f in files] if isinstance(files, list) else [str(files)]
+
+
+def nm_answers(node_http: str, timeout: float = 1.0) -> bool:
+    """Whether a NodeManager's web API answers (a dead machine does not)."""
+    try:
+        return requests.get(f"{addresses.nm_url(node_http)}/ws/v1/node/info", timeout=timeout,
+                            verify=addresses.current_trust().bundle or True).status_code < 500
+    except requests.RequestException:
+        return False
