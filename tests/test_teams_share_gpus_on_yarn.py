@@ -216,6 +216,13 @@ def test_a_waiting_gang_knows_its_place_in_line_and_subm_queue_shows_the_line(tm
     rc, text, err = subm("queue", "teama", "--output", "prometheus", env=YARN)
     assert rc == 0, err
     assert 'subm_waiting_gangs{queue="teama"} 2' in text and 'subm_waiting_gpus{queue="teama"} 8' in text
+    # The oldest job whose AM is up, the holder, decides for both (the line's steward): each
+    # waiting AM read the RM whole once, then asks the holder's AM, not the RM.
+    heeded = f"the line's steward is {first}"
+    while time.monotonic() < deadline + 60 and not all(heeded in said(app) for app in (ahead, behind)):
+        time.sleep(3)
+    assert all(heeded in said(app) for app in (ahead, behind)), said(behind)
+    assert "stewarding the line" in said(first)
     go.touch()  # the holder ends: the two gangs run, one after the other
     reports = {app: wait(app) for app in (first, ahead, behind)}
     assert all(r["state"] == "SUCCEEDED" for r in reports.values()), \

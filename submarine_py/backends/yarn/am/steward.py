@@ -202,6 +202,8 @@ class Stewardship:
     stewards: List[Tuple[str, str, str]] = field(default_factory=list)
     urls: Dict[str, str] = field(default_factory=dict)
     failed: Dict[str, float] = field(default_factory=dict)
+    #: The steward whose verdicts this gang took last (said in the log when it changes).
+    heeded: str = ""
 
     learnt_at: float = float("-inf")
 
@@ -257,4 +259,7 @@ class Stewardship:
     def _fresh(self, verdict: Optional[Verdict], read_at: Any) -> Optional[Verdict]:
         if verdict is None or read_at is None or self.clock() - float(read_at) > FRESH_SECONDS:
             return None
+        if verdict.told_by != self.heeded:
+            self.heeded = verdict.told_by
+            log.info("the line's steward is %s: this gang takes its verdicts", verdict.told_by)
         return verdict
