@@ -3,8 +3,8 @@
 
 On the cluster HADOOP_CONF_DIR names (the project's rig: ``scripts/rig.sh up DIR``), it fills the
 cluster's memory with a holder application, submits W applications tagged as subm jobs whose
-gangs wait (``subm-gang:...``: each asks more memory than is free; their AMs are ``sleep``, so the
-RM lists them as a real AM's would be listed), and runs W instances of the real admission code
+gangs wait (``subm-gang:...``: each asks more memory than is free; their AMs are ``sleep``, which never
+registers: the RM lists them ACCEPTED, as it lists a job whose AM has not started), and runs W instances of the real admission code
 (``YarnContainers.admit``, each for one of those applications, at the AM's pace, ``admit_pause``)
 in this process, for ``--seconds`` each:
 
@@ -17,7 +17,8 @@ in this process, for ``--seconds`` each:
 * ``steward``: as they ask now: each gang reads the room whole once, then asks the line's
   steward (``am/steward.py``: the oldest application's AM, here the first instance, served over
   HTTP in this process as an AM's endpoint serves it) every 2 s; the steward alone reads the RM,
-  once a round for every gang.
+  once a round for every gang: the metrics, and the line only where a job came or went, a
+  gang was let ask, or 30 s passed.
 
 Each row is measured once every gang has decided once (its first read, whole, and the two
 ``/conf`` reads each AM makes at its start are left out): the cost of waiting, not of arriving.
@@ -155,8 +156,13 @@ def measure(proxy_url: str, apps: List[str], gang_mb: int, tasks: int, seconds: 
                 ROUNDS.append(time.thread_time() - began)
         steward.read = timed_read  # type: ignore[method-assign]
         for a in apps:
-            stewarding[a] = oldest.stewardship if a == apps[0] else Stewardship(
+            ship = oldest.stewardship if a == apps[0] else Stewardship(
                 a, Steward(rm, a, oldest.capacity), find=lambda node, cid: url)
+            # Their AMs are `sleep` (the RM lists them ACCEPTED, never RUNNING): the steward is
+            # named here, as a waiting AM finds it among the applications it read (candidates).
+            ship.stewards, ship.learnt_at = [(apps[0], "bench", "container_bench")], float("inf")
+            ship.learn = lambda listed: None  # type: ignore[method-assign]
+            stewarding[a] = ship
 
     def loop(app_id: str) -> None:
         am = YarnContainers(None, plan, user="bench", rm=rm, app_id=app_id, submitted_at=time.time(),

@@ -100,7 +100,8 @@ class LineRM:
 
     def metrics(self):
         self.calls.append("metrics")
-        return {"totalClusterResourcesAcrossPartition": _res(32768, 32, 4),
+        return {"appsSubmitted": self.waiting, "appsRunning": self.waiting,
+                "totalClusterResourcesAcrossPartition": _res(32768, 32, 4),
                 "totalUsedResourcesAcrossPartition": _res(1024 * self.used, self.used, self.used)}
 
 
@@ -113,14 +114,17 @@ def test_a_round_of_the_steward_costs_the_rm_the_same_whatever_the_number_waitin
     rm = LineRM(used_gpus=4, waiting=waiting)
     steward = steward_of(rm)
     first = steward.read()  # new gangs: read whole (which can never fit, what else they wait for)
-    assert rm.calls == ["apps", "nodes", "scheduler"]
+    assert rm.calls == ["metrics", "apps", "nodes", "scheduler"]
     assert set(first.verdicts) == {f"application_1_{i + 1:04d}" for i in range(waiting)}
     assert [first.verdicts[f"application_1_{i + 1:04d}"].ahead for i in range(waiting)] == list(range(waiting))
     rm.calls.clear()
-    later = steward.read()  # nothing free in all: the metrics alone
-    assert rm.calls == ["apps", "metrics"]
+    later = steward.read()  # no job came or went, nothing free in all: the metrics alone
+    assert rm.calls == ["metrics"]
     last = later.verdicts[f"application_1_{waiting:04d}"]
     assert not last.fits and last.ahead == waiting - 1 and last.why.endswith("(the cluster's metrics)")
+    rm.waiting, rm.calls = waiting + 1, []
+    arrived = steward.read()  # a job came: the line again, and the newcomer's room whole
+    assert rm.calls == ["metrics", "apps", "nodes", "scheduler"] and len(arrived.verdicts) == waiting + 1
 
 
 def test_when_gpus_free_up_the_steward_reads_whole_and_admits_the_head_alone():
@@ -129,10 +133,13 @@ def test_when_gpus_free_up_the_steward_reads_whole_and_admits_the_head_alone():
     steward.read()
     rm.used, rm.calls = 0, []
     snap = steward.read()
-    assert rm.calls == ["apps", "metrics", "nodes", "scheduler"]
+    assert rm.calls == ["metrics", "nodes", "scheduler"]
     fits = [job for job, v in snap.verdicts.items() if v.fits]
     assert fits == ["application_1_0001"]  # 4 GPUs free: the head takes them, the rest wait behind it
     assert "older job" in snap.verdicts["application_1_0002"].why
+    rm.calls.clear()
+    steward.read()  # the head's progress is about to change: the line is read again
+    assert rm.calls[:2] == ["metrics", "apps"]
 
 
 def serve(answer) -> str:

@@ -242,12 +242,12 @@ class Capacity:
         free = self.free_in_all()
         return short_in_all(me.needs, free, me.queue) if free is not None else None
 
-    def free_in_all(self) -> Optional[Need]:
+    def free_in_all(self, metrics: Optional[Mapping[str, Any]] = None) -> Optional[Need]:
         """What the whole cluster has free (its resources less what is used: reservations count
         as free, so that this never says less than there is), from the RM's ``/metrics``: one
         small answer whatever the number of nodes and jobs. None where the RM does not say what
         it uses (``totalUsedResourcesAcrossPartition``)."""
-        metrics = self.rm.metrics()
+        metrics = self.rm.metrics() if metrics is None else metrics
         in_all, used = (metrics.get(k) for k in ("totalClusterResourcesAcrossPartition",
                                                  "totalUsedResourcesAcrossPartition"))
         if not in_all or not used:

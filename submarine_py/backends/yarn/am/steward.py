@@ -8,9 +8,11 @@ number (issue 44). The protocol between AMs is in ``../protocol.py``; the rules 
   id) is the steward: any AM can be, none is elected, no daemon is installed. It steps in when
   a waiting AM first asks it (:meth:`Steward.ask`), reads the room while asked (every
   :data:`STEWARD_SECONDS`, with jitter), and stops reading :data:`IDLE_SECONDS` after the last ask.
-* **What it reads**, once per round for every gang: this tool's applications (slim), the
-  cluster's metrics, and only where they say some gang may fit (or a gang is new, holds
-  containers, YARN preempts, or a minute has passed) the running nodes and the queues.
+* **What it reads**, once per round for every gang: the cluster's metrics; this tool's
+  applications (slim) only where the RM's counts of applications changed, the last round let a
+  gang ask, or :data:`LINE_SECONDS` passed; the running nodes and the queues only where the
+  metrics say some gang may fit (or a gang is new, holds containers, YARN preempts, or a minute
+  has passed).
 * **How the others learn.** A waiting AM (:class:`Stewardship`) takes the applications it read
   whole once, finds the oldest one's AM address in the report that AM leaves in its log folder
   (through its NodeManager, not the RM), and asks it over HTTP each poll. Where the steward does
@@ -39,6 +41,10 @@ log = logging.getLogger("subm.am.yarn")
 STEWARD_SECONDS, JITTER = 2.0, 0.25
 #: The steward stops reading this long after the last ask; it reads whole at least this often.
 IDLE_SECONDS, WHOLE_SECONDS = 30.0, 60.0
+#: The RM's counts of applications (its ``/metrics``): while they stay the same, no job came or
+#: went, and the line is read again only after LINE_SECONDS, or after a round that let a gang
+#: ask (its progress changes).
+APP_COUNTS, LINE_SECONDS = ("appsSubmitted", "appsCompleted", "appsPending", "appsRunning"), 30.0
 #: A verdict read longer ago than this is not taken: the gang decides alone.
 FRESH_SECONDS = 10.0
 #: How long a waiting AM waits for the steward's answer, and how long it leaves a steward that
@@ -70,6 +76,12 @@ class Steward:
         self.seen: frozenset = frozenset()
         self.whole_at = float("-inf")
         self.never: Dict[str, Verdict] = {}
+        #: This tool's applications as last read, when, the RM's counts then, and whether the
+        #: last round let some gang ask (read the line again).
+        self.listed: Optional[List[Dict[str, Any]]] = None
+        self.listed_at = float("-inf")
+        self.counts: Tuple[Any, ...] = ()
+        self.admitted = False
         self.lock = threading.Lock()
         self.thread: Optional[threading.Thread] = None
 
@@ -114,17 +126,23 @@ class Steward:
         self.snapshot = None
 
     def read(self) -> Snapshot:
-        """One round: the line from the RM, then the room as little as the decision needs."""
+        """One round: the cluster's metrics, the line where a job came or went (or a while
+        passed), then the room as little as the decision needs."""
         cap, now = self.capacity, self.clock()
-        apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"], slim=True)
-        gangs = waiting_gangs(apps, "", cap.min_memory_mb)
+        metrics = self.rm.metrics()
+        counts = tuple(metrics.get(k) for k in APP_COUNTS)
+        if self.listed is None or counts != self.counts or self.admitted or now - self.listed_at > LINE_SECONDS:
+            self.listed = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"], slim=True)
+            self.listed_at, self.counts = now, counts
+        gangs = waiting_gangs(self.listed, "", cap.min_memory_mb)
         queued = [g for g in gangs if not g.asked]
+        self.admitted = False
         if not queued:
             return Snapshot(now, {}, None, gangs)
         free = None
         if not (cap.preemption or any(g.holding for g in queued) or now - self.whole_at > WHOLE_SECONDS
                 or not {g.job for g in queued} <= self.seen):
-            free = cap.free_in_all()
+            free = cap.free_in_all(metrics)
         if free is not None and not any(total(g.needs).fits_in(free) for g in queued):
             place_of = {g.job: i for i, g in enumerate(line(gangs))}
             verdicts = {g.job: self.never.get(g.job) or replace(short_in_all(g.needs, free, g.queue) or Verdict(False),
@@ -140,6 +158,7 @@ class Steward:
                                    queue_most=queue_most(scheduler, queue))
         verdicts = decide_line(rooms, now=now)
         self.seen, self.whole_at = frozenset(verdicts), now
+        self.admitted = any(v.fits for v in verdicts.values())
         self.never = {job: v for job, v in verdicts.items() if v.never}
         return Snapshot(now, verdicts, rooms, gangs)
 
