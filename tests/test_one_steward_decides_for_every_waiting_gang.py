@@ -27,6 +27,7 @@ from submarine_py.plan import make_plan
 from submarine_py.states import Placement
 
 from fake_skein import FakeApp
+from test_a_waiting_gang_costs_the_resource_manager_little import CountingRM
 
 pytestmark = pytest.mark.unit
 
@@ -65,32 +66,15 @@ def test_the_stewards_verdict_for_each_gang_is_the_one_its_own_admission_gives(s
         assert told[g.job] == own
 
 
-def _res(mem: int, vc: int, gpu: int) -> dict:
-    return {"memory": mem, "vCores": vc, "resourceInformations": {"resourceInformation": [
-        {"name": "memory-mb", "value": mem}, {"name": "vcores", "value": vc}, {"name": "yarn.io/gpu", "value": gpu}]}}
-
-
-class LineRM:
-    """Two nodes of 2 GPUs, ``used`` of them taken by a holder; ``waiting`` subm gangs of 4 GPUs,
-    each RUNNING with its AM up on n0. Counts every call."""
+class LineRM(CountingRM):
+    """Two nodes of 2 GPUs, ``used`` of them taken by a holder (as the stand-in RM of the paced
+    admission's tests); ``waiting`` subm gangs of 4 GPUs, each RUNNING with its AM up on n0."""
 
     def __init__(self, used_gpus: int, waiting: int):
-        self.used, self.waiting, self.calls = used_gpus, waiting, []  # type: ignore[var-annotated]
+        super().__init__(used_gpus)
+        self.waiting = waiting
 
-    def conf_value(self, key):
-        return {"yarn.scheduler.minimum-allocation-mb": "1024"}.get(key)
-
-    def nodes(self, running_only=False):
-        self.calls.append("nodes")
-        per = [min(2, max(0, self.used - 2 * i)) for i in range(2)]
-        return [{"nodeHostName": f"n{i}", "state": "RUNNING", "availableResource": _res(16384, 16, 2 - u),
-                 "usedResource": _res(0, 0, u)} for i, u in enumerate(per)]
-
-    def scheduler(self):
-        self.calls.append("scheduler")
-        return {}
-
-    def apps(self, tags, states, slim=False):
+    def apps(self, tags, states, slim=False):  # type: ignore[override]
         self.calls.append("apps")
         return [{"id": f"application_1_{i + 1:04d}", "state": "RUNNING", "startedTime": 1000 + i, "queue": "default",
                  "runningContainers": 1, "applicationTags": "submarine,subm-gang:4x1024m1c1g", "progress": 1.0,
@@ -99,10 +83,7 @@ class LineRM:
                 for i in range(self.waiting)]
 
     def metrics(self):
-        self.calls.append("metrics")
-        return {"appsSubmitted": self.waiting, "appsRunning": self.waiting,
-                "totalClusterResourcesAcrossPartition": _res(32768, 32, 4),
-                "totalUsedResourcesAcrossPartition": _res(1024 * self.used, self.used, self.used)}
+        return dict(super().metrics(), appsSubmitted=self.waiting, appsRunning=self.waiting)
 
 
 def steward_of(rm: LineRM, app_id: str = "application_1_0001") -> Steward:
@@ -114,7 +95,7 @@ def test_a_round_of_the_steward_costs_the_rm_the_same_whatever_the_number_waitin
     rm = LineRM(used_gpus=4, waiting=waiting)
     steward = steward_of(rm)
     first = steward.read()  # new gangs: read whole (which can never fit, what else they wait for)
-    assert rm.calls == ["metrics", "apps", "nodes", "scheduler"]
+    assert rm.calls == ["metrics", "apps", "nodes?states=RUNNING", "scheduler"]
     assert set(first.verdicts) == {f"application_1_{i + 1:04d}" for i in range(waiting)}
     assert [first.verdicts[f"application_1_{i + 1:04d}"].ahead for i in range(waiting)] == list(range(waiting))
     rm.calls.clear()
@@ -124,7 +105,7 @@ def test_a_round_of_the_steward_costs_the_rm_the_same_whatever_the_number_waitin
     assert not last.fits and last.ahead == waiting - 1 and last.why.endswith("(the cluster's metrics)")
     rm.waiting, rm.calls = waiting + 1, []
     arrived = steward.read()  # a job came: the line again, and the newcomer's room whole
-    assert rm.calls == ["metrics", "apps", "nodes", "scheduler"] and len(arrived.verdicts) == waiting + 1
+    assert rm.calls == ["metrics", "apps", "nodes?states=RUNNING", "scheduler"] and len(arrived.verdicts) == waiting + 1
 
 
 def test_when_gpus_free_up_the_steward_reads_whole_and_admits_the_head_alone():
@@ -133,7 +114,7 @@ def test_when_gpus_free_up_the_steward_reads_whole_and_admits_the_head_alone():
     steward.read()
     rm.used, rm.calls = 0, []
     snap = steward.read()
-    assert rm.calls == ["metrics", "nodes", "scheduler"]
+    assert rm.calls == ["metrics", "nodes?states=RUNNING", "scheduler"]
     fits = [job for job, v in snap.verdicts.items() if v.fits]
     assert fits == ["application_1_0001"]  # 4 GPUs free: the head takes them, the rest wait behind it
     assert "older job" in snap.verdicts["application_1_0002"].why
