@@ -223,6 +223,8 @@ class Stewardship:
     failed: Dict[str, float] = field(default_factory=dict)
     #: The steward whose verdicts this gang took last (said in the log when it changes).
     heeded: str = ""
+    #: One kept connection to the steward for every ask (not one new connection a poll).
+    session: Any = None
 
     learnt_at: float = float("-inf")
 
@@ -268,7 +270,9 @@ class Stewardship:
         if not url:
             raise LookupError(f"no address in {app}'s report")
         self.urls[app] = url
-        resp = requests.get(url.rstrip("/") + PATH_LINE, params={"app": self.app_id, "spread": int(spread)},
+        if self.session is None:
+            self.session = requests.Session()
+        resp = self.session.get(url.rstrip("/") + PATH_LINE, params={"app": self.app_id, "spread": int(spread)},
                             timeout=ASK_TIMEOUT)
         resp.raise_for_status()
         body = resp.json()
