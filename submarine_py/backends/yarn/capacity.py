@@ -150,6 +150,15 @@ def queue_room(scheduler: Mapping[str, Any], name: str) -> Tuple[Optional[Need],
     return most - used, _need(q.get("minEffectiveCapacity")), used
 
 
+def room_in(nodes: Mapping[str, Need], totals: Mapping[str, Need], scheduler: Mapping[str, Any], queue: str,
+            preemption: bool, others: Tuple[Gang, ...]) -> Room:
+    """The :class:`Room` a gang of ``queue`` weighs: the running nodes' free resources and totals
+    (:func:`node_room`, :func:`node_totals`), its queue's from the scheduler, the others waiting."""
+    free, guaranteed, used = queue_room(scheduler, queue)
+    return Room(nodes=nodes, totals=totals, queue_most=queue_most(scheduler, queue), queue_free=free,
+                queue_guaranteed=guaranteed, queue_used=used, preemption=preemption, others=others)
+
+
 def queue_most(scheduler: Mapping[str, Any], name: str) -> Optional[Need]:
     """The most the queue may ever hold (``maxEffectiveCapacity``), or None where not said."""
     q = find_queue(scheduler, name)
@@ -214,9 +223,7 @@ class Capacity:
 
     def room(self) -> Room:
         listed = self.rm.nodes(running_only=True)
-        nodes = node_room(listed)
         scheduler = self.rm.scheduler()
-        free, guaranteed, used = queue_room(scheduler, self.queue)
         apps = self.rm.apps(tags=[TAG], states=["ACCEPTED", "RUNNING"], slim=True)
         for a in apps:
             if a.get("id") == self.app_id:
@@ -225,9 +232,8 @@ class Capacity:
                 self.running = int(a.get("runningContainers") or 0)
                 self.reserved_mb = int(a.get("reservedMB") or 0)
         self.read_whole, self.listed = True, apps
-        return Room(nodes=nodes, totals=node_totals(listed), queue_most=queue_most(scheduler, self.queue),
-                    queue_free=free, queue_guaranteed=guaranteed, queue_used=used,
-                    preemption=self.preemption, others=waiting_gangs(apps, self.app_id, self.min_memory_mb))
+        return room_in(node_room(listed), node_totals(listed), scheduler, self.queue, self.preemption,
+                       waiting_gangs(apps, self.app_id, self.min_memory_mb))
 
     def short_in_all(self, me: Gang) -> Optional[Verdict]:
         """No, from the RM's ``/metrics`` alone (:meth:`free_in_all`), when the whole cluster

@@ -30,7 +30,7 @@ from dataclasses import astuple, dataclass, field, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ....admission import Gang, Room, Verdict, admit, decide_line, line, short_in_all, total
-from ..capacity import Capacity, needs_of, node_room, node_totals, queue_most, queue_room, waiting_gangs
+from ..capacity import Capacity, needs_of, node_room, node_totals, room_in, waiting_gangs
 from ..hadoop.resourcemanager import ResourceManager
 from ....executor.protocol import PATH_LINE
 from ..protocol import REPORT_FILE, TAG
@@ -150,12 +150,9 @@ class Steward:
             return Snapshot(now, verdicts, None, gangs)
         listed = self.rm.nodes(running_only=True)
         scheduler = self.rm.scheduler()
-        base = Room(nodes=node_room(listed), totals=node_totals(listed), preemption=cap.preemption, others=gangs)
-        rooms = {}
-        for queue in {g.queue for g in queued}:
-            free_q, guaranteed, used = queue_room(scheduler, queue)
-            rooms[queue] = replace(base, queue_free=free_q, queue_guaranteed=guaranteed, queue_used=used,
-                                   queue_most=queue_most(scheduler, queue))
+        nodes, totals = node_room(listed), node_totals(listed)
+        rooms = {queue: room_in(nodes, totals, scheduler, queue, cap.preemption, gangs)
+                 for queue in {g.queue for g in queued}}
         verdicts = decide_line(rooms, now=now)
         self.seen, self.whole_at = frozenset(verdicts), now
         self.admitted = any(v.fits for v in verdicts.values())
